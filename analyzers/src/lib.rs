@@ -1,0 +1,1 @@
+//! Pure analyses over a decoded trace. Filled by the analyzer work (issue 3).

@@ -1,0 +1,17 @@
+//! tpuscope's collector: a PJRT plugin that wraps the real one.
+//!
+//! A frontend loads `libtpuscope_collector.so` as its PJRT plugin and calls `GetPjrtApi`; the
+//! collector loads the real plugin (`TPUSCOPE_REAL_PLUGIN`), copies its function table, replaces
+//! the slots it hooks, and returns the copy. Hooks time the real call and push an event into a
+//! bounded lock-free queue (`recorder`); a writer thread drains it into the trace (`writer`).
+//!
+//! All `unsafe` and FFI lives in `ffi`; everything else is safe Rust.
+
+pub mod agent;
+pub mod config;
+#[allow(unsafe_code)]
+pub mod ffi;
+pub mod manifest;
+pub mod recorder;
+pub mod session;
+pub mod writer;

@@ -1,0 +1,292 @@
+//! The writer thread: drains the recorder's queue into the trace file, interning stacks and
+//! signatures, storing blobs once, anchoring clocks, counting drops, and aggregating executes
+//! once the trace passes its size cap. Any I/O error is reported once on stderr; the workload goes
+//! on without a trace.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tpuscope_core::TraceWriter;
+use tpuscope_core::event::{Clock, Dropped, End, ExecuteSummary, Manifest, Record};
+
+use crate::recorder::{Event, Recorder};
+
+const CLOCK_INTERVAL: Duration = Duration::from_secs(1);
+const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
+const IDLE_WAIT: Duration = Duration::from_millis(5);
+const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Chooses a trace path that does not exist yet. `out` may be a directory, a file, or absent.
+pub fn choose_trace_path(out: Option<&Path>, host: &str, pid: u32, wall_secs: u64) -> PathBuf {
+    let stamp = wall_secs;
+    match out {
+        Some(p) if p.is_dir() => p.join(format!("tpuscope-{host}-{pid}-{stamp}.tps")),
+        Some(p) if !p.exists() => p.to_path_buf(),
+        // The file exists (another process of the same run took it): a sibling named for this process.
+        Some(p) => {
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("trace");
+            let dir = p.parent().unwrap_or(Path::new("."));
+            dir.join(format!("{stem}.{host}-{pid}.tps"))
+        }
+        None => PathBuf::from(format!("tpuscope-{host}-{pid}-{stamp}.tps")),
+    }
+}
+
+/// Opens `path` without ever truncating an existing file: if it exists, `.1`, `.2`, … are tried.
+fn create_new(path: &Path) -> io::Result<(File, PathBuf)> {
+    let mut candidate = path.to_path_buf();
+    for n in 1..1000 {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&candidate)
+        {
+            Ok(f) => return Ok((f, candidate)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let mut s = path.as_os_str().to_owned();
+                s.push(format!(".{n}"));
+                candidate = PathBuf::from(s);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free trace file name",
+    ))
+}
+
+/// Handle to stop the writer and wait for it to finish the file.
+pub struct WriterHandle {
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    pub path: PathBuf,
+}
+
+impl WriterHandle {
+    /// Asks the writer to drain, write the end record and close; waits at most `timeout`.
+    pub fn shutdown(&self, timeout: Duration) {
+        self.stop.store(true, Ordering::SeqCst);
+        let Ok(mut guard) = self.thread.lock() else {
+            return;
+        };
+        let Some(handle) = guard.take() else { return };
+        let deadline = Instant::now() + timeout;
+        while !handle.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if handle.is_finished() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Says a write failure once on stderr and stops recording; the workload keeps running.
+fn give_up(recorder: &Recorder, path: &Path, what: &str, err: &io::Error) {
+    eprintln!(
+        "tpuscope: cannot {what} trace {}: {err}; recording stops, the workload continues untraced",
+        path.display()
+    );
+    recorder.set_enabled(false);
+    while recorder.pop().is_some() {}
+}
+
+/// Opens the trace and starts the writer thread. On failure, says so once and disables recording.
+pub fn start(
+    recorder: &'static Recorder,
+    manifest: Manifest,
+    path: PathBuf,
+    size_cap_bytes: u64,
+) -> Option<WriterHandle> {
+    let (file, path) = match create_new(&path) {
+        Ok(v) => v,
+        Err(e) => {
+            give_up(recorder, &path, "create", &e);
+            return None;
+        }
+    };
+    let trace = match TraceWriter::new(BufWriter::with_capacity(1 << 16, file), &manifest) {
+        Ok(t) => t,
+        Err(e) => {
+            give_up(recorder, &path, "write", &e);
+            return None;
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let thread_path = path.clone();
+    let spawned = std::thread::Builder::new()
+        .name("tpuscope-writer".into())
+        .spawn(move || {
+            let mut w = Writer::new(trace, size_cap_bytes);
+            if let Err(e) = w.run(recorder, &stop2) {
+                give_up(recorder, &thread_path, "write", &e);
+            }
+        });
+    match spawned {
+        Ok(h) => Some(WriterHandle {
+            stop,
+            thread: Mutex::new(Some(h)),
+            path,
+        }),
+        Err(e) => {
+            give_up(recorder, &path, "start the writer for", &e);
+            None
+        }
+    }
+}
+
+struct Writer {
+    trace: TraceWriter<BufWriter<File>>,
+    size_cap_bytes: u64,
+    /// Past the size cap: per-executable execute aggregates, flushed every `SUMMARY_INTERVAL`.
+    summaries: HashMap<u64, ExecuteSummary>,
+    last_dropped: u64,
+    events_written: u64,
+}
+
+impl Writer {
+    fn new(trace: TraceWriter<BufWriter<File>>, size_cap_bytes: u64) -> Self {
+        Writer {
+            trace,
+            size_cap_bytes,
+            summaries: HashMap::new(),
+            last_dropped: 0,
+            events_written: 0,
+        }
+    }
+
+    fn run(&mut self, recorder: &Recorder, stop: &AtomicBool) -> io::Result<()> {
+        let mut last_clock = Instant::now() - CLOCK_INTERVAL;
+        let mut last_flush = Instant::now();
+        let mut last_summary = Instant::now();
+        let mut dirty = false;
+        loop {
+            let stopping = stop.load(Ordering::SeqCst);
+            let mut drained = 0usize;
+            while let Some(ev) = recorder.pop() {
+                self.write_event(*ev)?;
+                drained += 1;
+                dirty = true;
+                if drained % 4096 == 0 && last_flush.elapsed() >= FLUSH_INTERVAL {
+                    break;
+                }
+            }
+            let dropped = recorder.dropped();
+            if dropped != self.last_dropped {
+                let t_ns = crate::recorder::now_ns();
+                self.trace.write(&Record::Dropped(Dropped {
+                    t_ns,
+                    count: dropped - self.last_dropped,
+                    total: dropped,
+                }))?;
+                self.last_dropped = dropped;
+                dirty = true;
+            }
+            if last_clock.elapsed() >= CLOCK_INTERVAL {
+                self.trace.write(&Record::Clock(Clock {
+                    mono_ns: crate::recorder::now_ns(),
+                    wall_ns: crate::ffi::os::wall_ns(),
+                }))?;
+                last_clock = Instant::now();
+                dirty = true;
+            }
+            if last_summary.elapsed() >= SUMMARY_INTERVAL || stopping {
+                self.flush_summaries()?;
+                last_summary = Instant::now();
+            }
+            if dirty && (last_flush.elapsed() >= FLUSH_INTERVAL || stopping) {
+                self.trace.flush()?;
+                last_flush = Instant::now();
+                dirty = false;
+            }
+            if stopping && recorder.is_empty() {
+                break;
+            }
+            if drained == 0 {
+                // Hooks never wake the writer (that would cost them a syscall): poll.
+                if let Ok(guard) = recorder.writer_lock.lock() {
+                    let _ = recorder.writer_wakeup.wait_timeout(guard, IDLE_WAIT);
+                }
+            }
+        }
+        self.flush_summaries()?;
+        self.trace.write(&Record::End(End {
+            t_ns: crate::recorder::now_ns(),
+            events_written: self.events_written,
+            dropped_total: recorder.dropped(),
+        }))?;
+        self.trace.flush()?;
+        self.trace.get_ref().get_ref().sync_data()
+    }
+
+    fn write_event(&mut self, ev: Event) -> io::Result<()> {
+        let Event {
+            mut record,
+            stack,
+            signature,
+            blobs,
+        } = ev;
+        for b in blobs {
+            self.trace
+                .put_blob_hashed(b.hash, b.role, &b.format, &b.data)?;
+        }
+        if let Some(frames) = stack {
+            let id = self.trace.intern_stack(&frames)?;
+            match &mut record {
+                Record::Compile(r) => r.stack = id,
+                Record::Load(r) => r.stack = id,
+                Record::Transfer(r) => r.stack = id,
+                Record::Sync(r) => r.stack = id,
+                Record::CacheLoad(r) => r.stack = id,
+                Record::Error(r) => r.stack = id,
+                _ => {}
+            }
+        }
+        if let (Some(sig), Record::Execute(r)) = (signature, &mut record) {
+            r.arg_signature = self.trace.intern_string(&sig)?;
+        }
+        if self.trace.bytes_written() > self.size_cap_bytes {
+            match &record {
+                Record::Execute(e) => {
+                    let s =
+                        self.summaries
+                            .entry(e.executable_id)
+                            .or_insert_with(|| ExecuteSummary {
+                                t_start_ns: e.t_ns,
+                                executable_id: e.executable_id,
+                                ..Default::default()
+                            });
+                    s.t_end_ns = e.t_ns + e.dur_ns;
+                    s.count += 1;
+                    s.total_dur_ns += e.dur_ns;
+                    s.errors += u64::from(e.error.is_some());
+                    return Ok(());
+                }
+                Record::ExecuteComplete(c) if c.error.is_none() => return Ok(()),
+                _ => {}
+            }
+        }
+        self.trace.write(&record)?;
+        self.events_written += 1;
+        Ok(())
+    }
+
+    fn flush_summaries(&mut self) -> io::Result<()> {
+        let mut ids: Vec<u64> = self.summaries.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            if let Some(s) = self.summaries.remove(&id) {
+                self.trace.write(&Record::ExecuteSummary(s))?;
+                self.events_written += 1;
+            }
+        }
+        Ok(())
+    }
+}

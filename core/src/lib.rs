@@ -1,0 +1,13 @@
+//! tpuscope-core: the event model, the `.tps` trace format and the HLO proto subset.
+//!
+//! The collector writes traces with [`writer::TraceWriter`]; everything else reads them with
+//! [`reader::read_trace`].
+
+pub mod event;
+pub mod format;
+pub mod reader;
+pub mod writer;
+
+pub use event::Record;
+pub use reader::{Completeness, ReadError, Trace, read_trace, read_trace_file};
+pub use writer::{RawFrame, TraceWriter};

@@ -1,0 +1,67 @@
+use tpuscope_core::event::*;
+use tpuscope_core::{Completeness, RawFrame, Record, TraceWriter, read_trace};
+
+fn manifest() -> Manifest {
+    Manifest {
+        pid: 42,
+        host: "h".into(),
+        command_line: vec!["python".into(), "t.py".into()],
+        ..Default::default()
+    }
+}
+
+fn sample() -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), &manifest()).unwrap();
+    let st = w
+        .intern_stack(&[RawFrame {
+            file: "t.py".into(),
+            function: "f".into(),
+            line: 3,
+        }])
+        .unwrap();
+    let h = w.put_blob("input_program", "hlo", b"abc").unwrap();
+    for i in 0..10u64 {
+        w.write(&Record::Compile(Compile {
+            t_ns: i,
+            program_hash: h,
+            stack: st,
+            ..Default::default()
+        }))
+        .unwrap();
+    }
+    w.write(&Record::End(End {
+        t_ns: 99,
+        events_written: 10,
+        dropped_total: 0,
+    }))
+    .unwrap();
+    w.into_inner()
+}
+
+#[test]
+fn roundtrip_complete() {
+    let t = read_trace(&sample()).unwrap();
+    assert_eq!(t.manifest.as_ref().unwrap().pid, 42);
+    assert_eq!(t.events.len(), 10);
+    assert_eq!(t.completeness, Completeness::Complete);
+    let Record::Compile(c) = &t.events[3] else {
+        panic!()
+    };
+    assert_eq!(t.blobs[&c.program_hash].data, b"abc");
+    let f = &t.stacks[&c.stack].frames[0];
+    assert_eq!((t.string(f.file), f.line), ("t.py", 3));
+}
+
+#[test]
+fn every_cut_recovers_a_prefix() {
+    let bytes = sample();
+    let full = read_trace(&bytes).unwrap().events.len();
+    let mut last = 0;
+    for cut in 16..bytes.len() {
+        let t = read_trace(&bytes[..cut]).unwrap();
+        assert!(t.events.len() >= last && t.events.len() <= full);
+        assert!(t.damage.is_empty());
+        last = t.events.len();
+        assert_ne!(t.completeness, Completeness::Complete);
+    }
+}

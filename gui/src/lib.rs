@@ -1,0 +1,1 @@
+//! Offline GUI. Filled by the GUI work (issue 5).

@@ -1,0 +1,1 @@
+//! Live terminal view. Filled by the live-view work (issue 4).
