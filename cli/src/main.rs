@@ -1,1 +1,61 @@
-fn main() {}
+//! The `tpuscope` command line.
+
+mod dump;
+mod env_cmd;
+mod locate;
+mod run;
+mod summary;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tpuscope",
+    version,
+    about = "PJRT-level profiler and graph debugger for JAX, torch_xla and TorchTPU"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run a workload with the collector in front of its PJRT plugin and write a trace.
+    Run(run::RunArgs),
+    /// Print every record of a trace (JSON lines with --json).
+    Dump {
+        /// One JSON object per line: the manifest first, then events.
+        #[arg(long)]
+        json: bool,
+        trace: PathBuf,
+    },
+    /// Print the environment variables that enable the collector without `tpuscope run`.
+    Env(env_cmd::EnvArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match &cli.command {
+        Cmd::Run(args) => run::run(args),
+        Cmd::Dump { json, trace } => dump::dump(trace, *json).map(|()| 0),
+        Cmd::Env(args) => env_cmd::env(args).map(|()| 0),
+    };
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("tpuscope: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use tpuscope_core::event::*;
 use tpuscope_core::{Completeness, RawFrame, Record, TraceWriter, read_trace};
 

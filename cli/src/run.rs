@@ -1,0 +1,349 @@
+//! `tpuscope run`: starts a workload with the collector in front of its PJRT plugin.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::locate::{self, PythonEnv};
+
+/// The name the collector registers under in JAX (`JAX_PLATFORMS`) and torch_xla (`PJRT_DEVICE`).
+pub const STANDIN_PLATFORM: &str = "tpuscope";
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Trace file, or a directory to write traces in (default: the current directory).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The real PJRT plugin to wrap (default: libtpu on a TPU machine, else the XLA CPU plugin from
+    /// the workload's Python environment).
+    #[arg(long)]
+    pub plugin: Option<PathBuf>,
+    /// Plain pass-through of the workload's terminal output (no live view).
+    #[arg(long)]
+    pub no_tui: bool,
+    /// Do not print the summary after the workload exits.
+    #[arg(long)]
+    pub quiet: bool,
+    /// The workload command.
+    #[arg(last = true, required = true)]
+    pub cmd: Vec<String>,
+}
+
+/// How the collector is put in front of the plugin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A real TPU plugin (libtpu): frontends find the collector through `TPU_LIBRARY_PATH`.
+    Tpu,
+    /// The XLA CPU plugin stands in for a TPU, reached through each frontend's plugin mechanism.
+    CpuStandin,
+}
+
+pub fn mode_for_plugin(plugin: &Path) -> Mode {
+    let name = plugin.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.contains("libtpu") {
+        Mode::Tpu
+    } else {
+        Mode::CpuStandin
+    }
+}
+
+/// A TPU is attached when the kernel exposes accel devices or vfio groups.
+fn tpu_visible() -> bool {
+    Path::new("/dev/accel0").exists()
+        || std::fs::read_dir("/dev/vfio")
+            .is_ok_and(|d| d.flatten().any(|e| e.file_name() != "vfio"))
+}
+
+/// Picks the real plugin: `--plugin`, else libtpu with a TPU attached, else the CPU plugin.
+pub fn choose_plugin(explicit: Option<&Path>, py: Option<&PythonEnv>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        if !p.is_file() {
+            bail!("--plugin {} does not exist", p.display());
+        }
+        return Ok(p.canonicalize().unwrap_or_else(|_| p.to_path_buf()));
+    }
+    if let Some(p) = std::env::var_os("TPU_LIBRARY_PATH")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        && tpu_visible()
+    {
+        return Ok(p);
+    }
+    if let Some(py) = py {
+        if tpu_visible()
+            && let Some(l) = &py.libtpu
+        {
+            return Ok(PathBuf::from(l));
+        }
+        if let Some(c) = &py.cpu_plugin {
+            return Ok(PathBuf::from(c));
+        }
+        bail!(
+            "no PJRT plugin found for {} (Python {}): install the XLA CPU plugin to stand in for a TPU \
+             (`{} -m pip install lammps-jax-pjrt-cpu==0.11.2`), install libtpu on a TPU VM, or pass --plugin PATH",
+            py.executable,
+            py.version,
+            py.executable
+        );
+    }
+    bail!("no PJRT plugin found: no Python environment to search (pass --plugin PATH)")
+}
+
+/// Environment variables that put the collector in front of `plugin`.
+pub fn launch_env(
+    mode: Mode,
+    collector: &Path,
+    plugin: &Path,
+    agent_dir: &Path,
+    out: &Path,
+) -> Vec<(String, OsString)> {
+    let mut env: Vec<(String, OsString)> = vec![
+        ("TPUSCOPE_COLLECTOR".into(), collector.into()),
+        ("TPUSCOPE_REAL_PLUGIN".into(), plugin.into()),
+        ("TPUSCOPE_OUT".into(), out.into()),
+    ];
+    let mut pythonpath = OsString::from(agent_dir);
+    if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        pythonpath.push(":");
+        pythonpath.push(old);
+    }
+    env.push(("PYTHONPATH".into(), pythonpath));
+    match mode {
+        Mode::Tpu => {
+            env.push(("TPU_LIBRARY_PATH".into(), collector.into()));
+            if !tpu_visible() && std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
+                // Without a TPU, libtpu otherwise spends minutes retrying the cloud metadata server.
+                env.push(("TPU_SKIP_MDS_QUERY".into(), "1".into()));
+            }
+        }
+        Mode::CpuStandin => {
+            let mut jax_plugin = OsString::from(format!("{STANDIN_PLATFORM}:"));
+            jax_plugin.push(collector);
+            env.push(("PJRT_NAMES_AND_LIBRARY_PATHS".into(), jax_plugin));
+            env.push(("JAX_PLATFORMS".into(), STANDIN_PLATFORM.into()));
+            env.push(("PJRT_DEVICE".into(), STANDIN_PLATFORM.to_uppercase().into()));
+            env.push(("TPU_LIBRARY_PATH".into(), collector.into()));
+            env.push(("TPUSCOPE_ROLE".into(), "standin".into()));
+            env.push(("TPUSCOPE_STANDIN".into(), "1".into()));
+        }
+    }
+    env
+}
+
+/// Where traces go and how to recognise the ones this run created.
+struct OutSpec {
+    /// Value of `TPUSCOPE_OUT`.
+    target: PathBuf,
+    /// Directory to scan for new traces after the run.
+    dir: PathBuf,
+    /// Traces present before the run.
+    before: BTreeSet<PathBuf>,
+}
+
+fn list_traces(dir: &Path) -> BTreeSet<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.to_str()
+                        .is_some_and(|s| s.ends_with(".tps") || s.contains(".tps."))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn out_spec(out: Option<&Path>) -> Result<OutSpec> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let (target, dir) = match out {
+        None => (cwd.clone(), cwd),
+        Some(p) => {
+            let p = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                cwd.join(p)
+            };
+            let is_dir = p.is_dir() || p.as_os_str().to_string_lossy().ends_with('/');
+            if is_dir {
+                std::fs::create_dir_all(&p)
+                    .with_context(|| format!("cannot create {}", p.display()))?;
+                (p.clone(), p)
+            } else {
+                if p.exists() {
+                    bail!(
+                        "{} already exists; tpuscope never overwrites a trace (choose another --out)",
+                        p.display()
+                    );
+                }
+                let parent = p.parent().map(Path::to_path_buf).unwrap_or(cwd);
+                if !parent.is_dir() {
+                    bail!("the directory of --out {} does not exist", p.display());
+                }
+                (p, parent)
+            }
+        }
+    };
+    let before = list_traces(&dir);
+    Ok(OutSpec {
+        target,
+        dir,
+        before,
+    })
+}
+
+pub fn run(args: &RunArgs) -> Result<i32> {
+    let collector = locate::collector_path()?;
+    let agent_dir = locate::agent_dir()?;
+    let python = locate::workload_python(&args.cmd);
+    let py_env = match (&python, &args.plugin) {
+        (Some(p), _) => match locate::probe_python(p) {
+            Ok(env) => Some(env),
+            // With an explicit plugin the Python environment is only informative.
+            Err(e) if args.plugin.is_some() => {
+                eprintln!("tpuscope: note: {e:#}");
+                None
+            }
+            Err(e) => return Err(e),
+        },
+        (None, _) => None,
+    };
+    let plugin = choose_plugin(args.plugin.as_deref(), py_env.as_ref())?;
+    let mode = mode_for_plugin(&plugin);
+    let out = out_spec(args.out.as_deref())?;
+    let mut env = launch_env(mode, &collector, &plugin, &agent_dir, &out.target);
+    if let Some(f) = py_env.as_ref().and_then(PythonEnv::only_frontend) {
+        env.push(("TPUSCOPE_FRONTEND".into(), f.into()));
+    }
+
+    let mut command = Command::new(args.cmd.first().context("no command given")?);
+    command.args(args.cmd.iter().skip(1));
+    for (k, v) in &env {
+        command.env(k, v);
+    }
+    let status = wait_forwarding_signals(&mut command).with_context(|| {
+        format!(
+            "cannot start {}",
+            args.cmd.first().map(String::as_str).unwrap_or("")
+        )
+    })?;
+
+    let new: Vec<PathBuf> = list_traces(&out.dir)
+        .difference(&out.before)
+        .cloned()
+        .collect();
+    if new.is_empty() {
+        eprintln!(
+            "tpuscope: no trace was written: the workload never loaded a PJRT plugin through the collector \
+             (plugin {}; see `tpuscope env` for the variables each frontend needs)",
+            plugin.display()
+        );
+    }
+    for path in &new {
+        if args.quiet {
+            eprintln!("tpuscope: trace: {}", path.display());
+        } else {
+            crate::summary::print_trace_summary(path);
+        }
+    }
+    Ok(exit_code(status))
+}
+
+/// The workload's exit code; a signal death maps to 128 + signal like a shell does.
+fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// Runs the child; Ctrl-C reaches it through the terminal (tpuscope ignores it and waits), and
+/// SIGTERM/SIGHUP sent to tpuscope are passed on.
+fn wait_forwarding_signals(command: &mut Command) -> Result<ExitStatus> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let term = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
+    for (sig, flag) in [
+        (SIGINT, &interrupted),
+        (SIGQUIT, &interrupted),
+        (SIGTERM, &term),
+        (SIGHUP, &hup),
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(flag))
+            .context("cannot install signal handlers")?;
+    }
+    let mut child = command.spawn()?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        for (flag, sig) in [
+            (&term, nix::sys::signal::Signal::SIGTERM),
+            (&hup, nix::sys::signal::Signal::SIGHUP),
+        ] {
+            if flag.swap(false, Ordering::SeqCst) {
+                let _ = nix::sys::signal::kill(pid, sig);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libtpu_means_tpu_mode() {
+        assert_eq!(mode_for_plugin(Path::new("/x/libtpu.so")), Mode::Tpu);
+        assert_eq!(
+            mode_for_plugin(Path::new("/x/pjrt_c_api_cpu_plugin.so")),
+            Mode::CpuStandin
+        );
+    }
+
+    #[test]
+    fn standin_env_points_every_frontend_at_the_collector() {
+        let env = launch_env(
+            Mode::CpuStandin,
+            Path::new("/c/libtpuscope_collector.so"),
+            Path::new("/p/cpu.so"),
+            Path::new("/a"),
+            Path::new("/o"),
+        );
+        let get = |k: &str| {
+            env.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+        };
+        assert_eq!(
+            get("PJRT_NAMES_AND_LIBRARY_PATHS").as_deref(),
+            Some("tpuscope:/c/libtpuscope_collector.so")
+        );
+        assert_eq!(get("JAX_PLATFORMS").as_deref(), Some("tpuscope"));
+        assert_eq!(get("PJRT_DEVICE").as_deref(), Some("TPUSCOPE"));
+        assert_eq!(
+            get("TPU_LIBRARY_PATH").as_deref(),
+            Some("/c/libtpuscope_collector.so")
+        );
+        assert_eq!(get("TPUSCOPE_REAL_PLUGIN").as_deref(), Some("/p/cpu.so"));
+        assert!(get("PYTHONPATH").is_some_and(|p| p.starts_with("/a")));
+    }
+
+    #[test]
+    fn existing_out_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t.tps");
+        std::fs::write(&f, b"keep me").unwrap();
+        assert!(out_spec(Some(&f)).is_err());
+        assert_eq!(std::fs::read(&f).unwrap(), b"keep me");
+    }
+}

@@ -1,0 +1,102 @@
+//! The short summary `tpuscope run` prints for each trace it produced.
+
+use std::path::Path;
+
+use tpuscope_core::event::{Direction, Record};
+use tpuscope_core::{Completeness, Trace};
+
+/// Counts of what a trace holds.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub compiles: u64,
+    pub compile_errors: u64,
+    pub loads: u64,
+    pub executes: u64,
+    pub h2d: u64,
+    pub d2h: u64,
+    pub host_syncs: u64,
+    pub waits: u64,
+    pub cache_stores: u64,
+    pub cache_loads: u64,
+    pub cache_load_failures: u64,
+    pub errors: u64,
+    pub steps: u64,
+    pub dropped: u64,
+}
+
+pub fn count(trace: &Trace) -> Counts {
+    let mut c = Counts::default();
+    for r in &trace.events {
+        match r {
+            Record::Compile(x) => {
+                c.compiles += 1;
+                c.compile_errors += u64::from(x.error.is_some());
+            }
+            Record::Load(_) => c.loads += 1,
+            Record::Execute(_) => c.executes += 1,
+            Record::ExecuteSummary(s) => c.executes += s.count,
+            Record::Transfer(t) => {
+                if t.direction == Direction::H2d as i32 {
+                    c.h2d += 1;
+                } else {
+                    c.d2h += 1;
+                }
+                c.host_syncs += u64::from(t.sync);
+            }
+            Record::Sync(_) => c.waits += 1,
+            Record::CacheStore(_) => c.cache_stores += 1,
+            Record::CacheLoad(l) => {
+                c.cache_loads += 1;
+                c.cache_load_failures += u64::from(!l.ok);
+            }
+            Record::Error(_) => c.errors += 1,
+            Record::Step(_) => c.steps += 1,
+            Record::Dropped(d) => c.dropped = c.dropped.max(d.total),
+            _ => {}
+        }
+    }
+    c
+}
+
+/// A warning line about an incomplete trace, when it is one.
+pub fn completeness_warning(path: &Path, trace: &Trace) -> Option<String> {
+    match &trace.completeness {
+        Completeness::Complete => None,
+        Completeness::Cut { offset, file_len } => Some(format!(
+            "warning: {} was cut at byte {offset} of {file_len} (the process died while writing); showing everything before it",
+            path.display()
+        )),
+        Completeness::NoEndRecord { file_len } => Some(format!(
+            "warning: {} has no end record after {file_len} bytes: the process died or is still running; showing everything it holds",
+            path.display()
+        )),
+    }
+}
+
+pub fn print_trace_summary(path: &Path) {
+    let trace = match tpuscope_core::read_trace_file(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("tpuscope: trace {}: {e}", path.display());
+            return;
+        }
+    };
+    let c = count(&trace);
+    let platform = trace
+        .client
+        .as_ref()
+        .map(|c| c.platform_name.as_str())
+        .unwrap_or("?");
+    eprintln!("tpuscope: trace {} ({platform})", path.display());
+    eprintln!(
+        "  compiles {} ({} failed), executes {}, transfers h2d {} / d2h {}, host syncs {}, waits {}",
+        c.compiles, c.compile_errors, c.executes, c.h2d, c.d2h, c.host_syncs, c.waits
+    );
+    eprintln!(
+        "  cache stores {}, cache loads {} ({} failed), errors {}, steps {}, dropped events {}",
+        c.cache_stores, c.cache_loads, c.cache_load_failures, c.errors, c.steps, c.dropped
+    );
+    if let Some(w) = completeness_warning(path, &trace) {
+        eprintln!("  {w}");
+    }
+}

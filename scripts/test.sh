@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite: pinned Python environments (installed once, cached), build, lint, tests.
+# `.ci/run` calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+start=$(date +%s)
+step() { printf '\n=== %s (+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
+
+step "Python test environments"
+scripts/setup-envs.sh
+
+step "format and lint"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "build"
+cargo build --workspace --all-targets --locked
+
+step "tests"
+# The reader fuzz loop runs a full minute in CI, a few seconds locally.
+export TPUSCOPE_FUZZ_SECS="${TPUSCOPE_FUZZ_SECS:-$([ "${CI:-}" = true ] && echo 60 || echo 5)}"
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+
+step "done"
