@@ -14,10 +14,10 @@ pub fn set_frontend(name: &str) {
 
 /// The frontend, from the agent if it spoke, else from the environment.
 pub fn frontend_hint() -> String {
-    if let Ok(f) = FRONTEND.lock() {
-        if !f.is_empty() {
-            return f.clone();
-        }
+    if let Ok(f) = FRONTEND.lock()
+        && !f.is_empty()
+    {
+        return f.clone();
     }
     std::env::var("TPUSCOPE_FRONTEND").unwrap_or_default()
 }

@@ -11,7 +11,9 @@ pub mod agent;
 pub mod config;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod live_buffers;
 pub mod manifest;
+pub mod pending;
 pub mod recorder;
 pub mod session;
 pub mod writer;

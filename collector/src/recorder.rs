@@ -73,8 +73,12 @@ impl Recorder {
         if !self.enabled.load(Ordering::Relaxed) {
             return;
         }
-        if self.queue.push(Box::new(ev)).is_err() {
+        if let Err(lost) = self.queue.push(Box::new(ev)) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            // Its blobs were never written: let a later compile of the same program store them.
+            for b in &lost.blobs {
+                self.unclaim_blob(b.hash);
+            }
         }
     }
 

@@ -174,7 +174,7 @@ impl Writer {
                 self.write_event(*ev)?;
                 drained += 1;
                 dirty = true;
-                if drained % 4096 == 0 && last_flush.elapsed() >= FLUSH_INTERVAL {
+                if drained.is_multiple_of(4096) && last_flush.elapsed() >= FLUSH_INTERVAL {
                     break;
                 }
             }

@@ -250,6 +250,10 @@ pub struct Load {
     pub error: Option<ErrorInfo>,
     #[prost(uint32, tag = "7")]
     pub stack: StackId,
+    /// The `PJRT_Executable` that was loaded: matches `Compile::executable_id` of the compile-only
+    /// `PJRT_Compile` that produced it.
+    #[prost(uint64, tag = "8")]
+    pub source_executable_id: u64,
 }
 
 /// `PJRT_LoadedExecutable_Execute`.

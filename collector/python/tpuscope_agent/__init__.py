@@ -1,0 +1,145 @@
+"""tpuscope's in-process Python agent.
+
+`tpuscope run` starts it through `sitecustomize` with `TPUSCOPE_COLLECTOR` naming the collector
+library. At start it only installs a tiny import hook; when a frontend (`jax`, `torch_xla`,
+`torch_tpu`) finishes importing, it loads the collector (the same library the frontend will load
+as its PJRT plugin), tells it the frontend, checks the collector's Python stack reader, and
+installs what that frontend needs:
+
+- jax: wraps `jax._src.compiler.compile_or_get_cached` so the compile PJRT runs on a worker
+  thread (no Python frames there) still gets the stack of the Python code that asked for it;
+- torch_xla: `torch_xla.sync` / `xm.mark_step` and optimizer steps become `Step` events; with
+  `TPUSCOPE_SETUP=torch_xla` the collector is registered as a PJRT device plugin;
+- torch_tpu: optimizer steps become `Step` events; with `TPUSCOPE_SETUP=torch_tpu` the device
+  is started on the collector (which stands in for a TPU).
+
+Nothing here may break the user's program: every failure prints one `tpuscope:` line on stderr.
+"""
+
+import os
+import sys
+
+__all__ = ["install", "mark_step"]
+
+FRONTENDS = ("jax", "torch_xla", "torch_tpu")
+
+_installed = False
+
+
+def _warn(what, err=None):
+    try:
+        if err is None:
+            sys.stderr.write("tpuscope: %s\n" % (what,))
+        else:
+            sys.stderr.write("tpuscope: %s: %s: %s\n" % (what, type(err).__name__, err))
+    except BaseException:  # noqa: BLE001 - stderr may be gone
+        pass
+
+
+class _LoaderWithHook:
+    """Wraps a frontend's loader to run our hook right after its top-level module executed."""
+
+    def __init__(self, loader, finder, name):
+        self._loader = loader
+        self._finder = finder
+        self._name = name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        # The module must see its own loader (importlib.resources and friends use it).
+        try:
+            module.__loader__ = self._loader
+            if module.__spec__ is not None:
+                module.__spec__.loader = self._loader
+        except (AttributeError, TypeError):
+            pass
+        self._loader.exec_module(module)  # the frontend's own import errors propagate unchanged
+        self._finder.imported(self._name, sys.modules.get(self._name, module))
+
+    def __getattr__(self, attr):
+        return getattr(self._loader, attr)
+
+
+class _FrontendFinder:
+    """A `sys.meta_path` entry that reacts only to the frontends' top-level names: any other
+    import costs one dict lookup. It never finds anything itself: it asks the finders after it
+    and wraps the loader they return."""
+
+    def __init__(self, hooks):
+        self._hooks = dict(hooks)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self._hooks:
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _LoaderWithHook(spec.loader, self, name)
+        return spec
+
+    def imported(self, name, module):
+        hook = self._hooks.pop(name, None)
+        if not self._hooks:
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+        if hook is not None:
+            _run_hook(name, hook, module)
+
+
+def _run_hook(name, hook, module):
+    try:
+        hook(module)
+    except BaseException as e:  # noqa: BLE001 - must never break the user's program
+        _warn("setting up for %s failed" % name, e)
+
+
+def install():
+    """Installs the import hook (idempotent). Called by tpuscope's sitecustomize."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    if os.environ.get("TPUSCOPE_ENABLE", "").strip().lower() in ("0", "off", "false", "no"):
+        return
+    if not os.environ.get("TPUSCOPE_COLLECTOR"):
+        _warn("TPUSCOPE_COLLECTOR is not set: the agent stays inactive")
+        return
+
+    def hook_for(name):
+        def hook(module):
+            from . import frontends
+
+            frontends.on_import(name, module)
+
+        return hook
+
+    hooks = {name: hook_for(name) for name in FRONTENDS}
+    # A frontend imported before us (e.g. by another sitecustomize) is set up right away.
+    for name in FRONTENDS:
+        if name in sys.modules:
+            _run_hook(name, hooks.pop(name), sys.modules[name])
+    if hooks:
+        sys.meta_path.insert(0, _FrontendFinder(hooks))
+
+
+def mark_step(marker="user"):
+    """Marks a step boundary by hand (`marker` says what marked it)."""
+    try:
+        from . import collector
+
+        collector.mark_step(marker)
+    except BaseException as e:  # noqa: BLE001
+        _warn("mark_step failed", e)

@@ -1,0 +1,177 @@
+"""What the agent does when each frontend finishes importing."""
+
+import functools
+import os
+import sys
+import threading
+
+from . import _warn, collector
+
+_WRAPPED = "__tpuscope_wrapped__"
+_tls = threading.local()
+
+
+def on_import(name, module):
+    """Called once, right after `import <name>` (a top-level frontend) executed."""
+    if collector.lib() is None:
+        return  # already reported; without the collector there is nothing to feed
+    collector.set_frontend(name)
+    _selfcheck()
+    setup = {"jax": _setup_jax, "torch_xla": _setup_torch_xla, "torch_tpu": _setup_torch_tpu}
+    setup[name](module)
+
+
+def _selfcheck():
+    # With the GIL held, here, on the importing thread: lets the collector verify its frame
+    # reader against the C API before any hook needs it without the GIL.
+    result = collector.selfcheck()
+    if result == 0:
+        _warn("Python stacks are available only where the GIL is held (see the trace's notes)")
+
+
+def _guarded(what, fn, *args):
+    try:
+        return fn(*args)
+    except BaseException as e:  # noqa: BLE001 - must never break the user's program
+        _warn("%s failed" % what, e)
+        return None
+
+
+# --- JAX --------------------------------------------------------------------------------------
+
+
+def _setup_jax(jax):
+    _guarded("wrapping jax's compile entry", wrap_jax_compile)
+
+
+def wrap_jax_compile():
+    """Wraps `jax._src.compiler.compile_or_get_cached`, the one Python function through which
+    every JAX compile reaches the backend (jit, pjit, AOT `.lower().compile()`, and persistent
+    cache loads). JAX 0.10.2's `pxla._cached_compilation` calls it as a module attribute, so
+    replacing the attribute is enough. PJRT runs the compile on a worker thread without Python
+    frames; the stack captured here, on the requesting thread, stands in for it."""
+    from jax._src import compiler
+
+    original = compiler.compile_or_get_cached
+    if getattr(original, _WRAPPED, False):
+        return
+    begin = collector.compile_request_begin
+    end = collector.compile_request_end
+
+    @functools.wraps(original)
+    def compile_or_get_cached(*args, **kwargs):
+        token = begin()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            end(token)
+
+    setattr(compile_or_get_cached, _WRAPPED, True)
+    compiler.compile_or_get_cached = compile_or_get_cached
+
+
+# --- torch (shared by torch_xla and torch_tpu) ------------------------------------------------
+
+
+def _step_marker(fn, marker):
+    """Wraps a step function so its return records a `Step` event. Nested markers (mark_step
+    calls torch_xla.sync) record only the outermost one."""
+    if getattr(fn, _WRAPPED, False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if getattr(_tls, "in_step", False):
+            return fn(*args, **kwargs)
+        _tls.in_step = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _tls.in_step = False
+            # After the call: the graph this step launched belongs to the step that closes here.
+            _guarded("marking a step", collector.mark_step, marker)
+
+    setattr(wrapper, _WRAPPED, True)
+    return wrapper
+
+
+_optimizer_hooked = False
+
+
+def hook_optimizer_steps():
+    """Every `optimizer.step()` of any torch optimizer marks a step (`optimizer.step`)."""
+    global _optimizer_hooked
+    if _optimizer_hooked:
+        return
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    def post_step(optimizer, args, kwargs):
+        _guarded("marking a step", collector.mark_step, "optimizer.step")
+
+    register_optimizer_step_post_hook(post_step)
+    _optimizer_hooked = True
+
+
+# --- torch_xla --------------------------------------------------------------------------------
+
+
+def _setup_torch_xla(torch_xla):
+    if os.environ.get("TPUSCOPE_SETUP") == "torch_xla":
+        _guarded("registering the collector as a torch_xla device plugin", register_xla_plugin)
+    _guarded("wrapping torch_xla.sync", wrap_xla_steps, torch_xla)
+    _guarded("hooking optimizer steps", hook_optimizer_steps)
+
+
+def wrap_xla_steps(torch_xla):
+    if hasattr(torch_xla, "sync"):
+        torch_xla.sync = _step_marker(torch_xla.sync, "torch_xla.sync")
+    xm = sys.modules.get("torch_xla.core.xla_model")
+    if xm is None:
+        import torch_xla.core.xla_model as xm
+    if hasattr(xm, "mark_step"):
+        xm.mark_step = _step_marker(xm.mark_step, "mark_step")
+
+
+def register_xla_plugin():
+    """Registers the collector as a torch_xla PJRT device plugin named by `PJRT_DEVICE`, before
+    the user's code touches the device (`PJRT_DEVICE=CPU` would be torch_xla's in-process client,
+    which never goes through a plugin)."""
+    from torch_xla.experimental import plugins
+
+    name = os.environ.get("PJRT_DEVICE", "")
+    if not name or name.upper() in ("CPU", "CUDA", "TPU", "NEURON", "XPU"):
+        raise RuntimeError("PJRT_DEVICE=%r does not name a plugin device" % name)
+    library = os.environ["TPUSCOPE_COLLECTOR"]
+
+    class TpuscopePlugin(plugins.DevicePlugin):
+        def library_path(self):
+            return library
+
+        def physical_chip_count(self):
+            return 1
+
+        def client_create_options(self):
+            return {}
+
+        def configure_single_process(self):
+            pass
+
+    plugins.register_plugin(name, TpuscopePlugin())
+
+
+# --- torch_tpu --------------------------------------------------------------------------------
+
+
+def _setup_torch_tpu(torch_tpu):
+    _guarded("hooking optimizer steps", hook_optimizer_steps)
+    if os.environ.get("TPUSCOPE_SETUP") == "torch_tpu":
+        _guarded("starting the torch_tpu device", start_torch_tpu_device, torch_tpu)
+
+
+def start_torch_tpu_device(torch_tpu):
+    """torch_tpu finds a TPU by a PCI scan; without one its device never starts. Forcing the
+    start brings it up on the plugin `TPU_LIBRARY_PATH` names (the collector, standing in)."""
+    loader = getattr(torch_tpu, "_loader", None)
+    if loader is None:
+        import torch_tpu._loader as loader
+    loader._init_device("tpu")
