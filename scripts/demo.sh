@@ -7,4 +7,4 @@ scripts/setup-envs.sh jax
 cargo build --release -p tpuscope -p tpuscope-collector
 python="$(scripts/env-path.sh jax)"
 mkdir -p demo-out
-exec target/release/tpuscope run --out demo-out/ -- "$python" examples/jax_lr.py
+exec target/release/tpuscope run --out demo-out/ -- "$python" tests/workloads/jax_lr.py
