@@ -198,6 +198,8 @@ struct ExecutableInfo {
     optimized_format: String,
     memory: Option<CompiledMemoryStats>,
     num_outputs: u32,
+    /// Replicas × partitions the executable was compiled for.
+    num_devices: u32,
 }
 
 /// Asks the real plugin about `exe`; stores its optimized program as a blob once per hash. Any
@@ -216,6 +218,7 @@ unsafe fn describe_executable(
         info.name = d.executable_name(exe).unwrap_or_default();
         info.fingerprint = d.executable_fingerprint(exe).unwrap_or_default();
         info.num_outputs = d.num_outputs(exe).map_or(0, |n| n as u32);
+        info.num_devices = d.num_devices(exe).map_or(0, |n| n as u32);
         if let Ok((format, code)) = d.optimized_program(exe) {
             let hash = blob_hash(&code);
             offer_blob(blobs, hash, "optimized_program", &format, &code);
@@ -570,7 +573,7 @@ unsafe fn after_compile(args: *mut CompileArgs, err: *mut PjrtError, t0: u64, t1
         stack: 0,
         executable_id: a.executable as u64,
         num_outputs: info.num_outputs,
-        num_devices: 0,
+        num_devices: info.num_devices,
     }));
     ev.stack = stack;
     ev.blobs = blobs;

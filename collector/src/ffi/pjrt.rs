@@ -169,8 +169,8 @@ pjrt_api!(
     memory_addressable_by_devices: PjrtFn<Opaque>,
     executable_destroy: PjrtFn<ExecutableDestroyArgs>,
     executable_name: PjrtFn<ExecutableNameArgs>,
-    executable_num_replicas: PjrtFn<Opaque>,
-    executable_num_partitions: PjrtFn<Opaque>,
+    executable_num_replicas: PjrtFn<ExecutableNumReplicasArgs>,
+    executable_num_partitions: PjrtFn<ExecutableNumPartitionsArgs>,
     executable_num_outputs: PjrtFn<ExecutableNumOutputsArgs>,
     executable_size_of_generated_code_in_bytes: PjrtFn<Opaque>,
     executable_get_cost_analysis: PjrtFn<Opaque>,
@@ -968,6 +968,22 @@ pub struct ExecutableNumOutputsArgs {
 }
 
 #[repr(C)]
+pub struct ExecutableNumReplicasArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub executable: *mut PjrtExecutable,
+    pub num_replicas: usize,
+}
+
+#[repr(C)]
+pub struct ExecutableNumPartitionsArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut ExtensionBase,
+    pub executable: *mut PjrtExecutable,
+    pub num_partitions: usize,
+}
+
+#[repr(C)]
 pub struct ExecutableFingerprintArgs {
     pub struct_size: usize,
     pub extension_start: *mut ExtensionBase,
@@ -1355,6 +1371,8 @@ args!(
     LoadedExecutableGetExecutableArgs => executable: *mut PjrtExecutable,
     ExecutableNameArgs => executable_name_size: usize,
     ExecutableNumOutputsArgs => num_outputs: usize,
+    ExecutableNumReplicasArgs => num_replicas: usize,
+    ExecutableNumPartitionsArgs => num_partitions: usize,
     ExecutableFingerprintArgs => executable_fingerprint_size: usize,
     ExecutableOptimizedProgramArgs => program: *mut Program,
     ExecutableGetCompiledMemoryStatsArgs => peak_unpadded_heap_bytes: i64,
@@ -2136,6 +2154,24 @@ pub mod driver {
             // SAFETY: caller guarantee.
             unsafe { self.call(f, &mut a)? };
             Ok(a.num_outputs)
+        }
+
+        /// Devices the executable was compiled for: replicas × partitions.
+        ///
+        /// # Safety
+        /// `exe` must be live.
+        pub unsafe fn num_devices(&self, exe: *mut PjrtExecutable) -> Result<usize> {
+            let f = slot!(self, executable_num_replicas);
+            let mut r = ExecutableNumReplicasArgs::new();
+            r.executable = exe;
+            // SAFETY: caller guarantee.
+            unsafe { self.call(f, &mut r)? };
+            let f = slot!(self, executable_num_partitions);
+            let mut p = ExecutableNumPartitionsArgs::new();
+            p.executable = exe;
+            // SAFETY: caller guarantee.
+            unsafe { self.call(f, &mut p)? };
+            Ok(r.num_replicas.saturating_mul(p.num_partitions))
         }
 
         /// The optimized program (two-call size protocol): `(format, bytes)`.
