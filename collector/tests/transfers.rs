@@ -341,6 +341,21 @@ fn async_host_to_device_transfer_manager() {
     assert_eq!(dev0.last().map(|s| s.0), Some(0));
 }
 
+/// Reads the `many_reads` child makes.
+const MANY: usize = 3000;
+
+#[test]
+fn many_reads_count_once_each() {
+    let t = run_scenario("many_reads");
+    let d2h = transfers(&t, Direction::D2h);
+    assert_eq!(d2h.len(), MANY);
+    assert!(
+        d2h.iter()
+            .all(|x| x.api == "zero_copy_read" && x.bytes == 24 && x.sync)
+    );
+    assert_eq!(t.end.as_ref().map(|e| e.dropped_total), Some(0));
+}
+
 #[test]
 fn jax_host_reads_are_d2h_syncs() {
     let python = envs_root().join("jax/bin/python");
@@ -473,6 +488,7 @@ fn child() {
         "transfers_and_memory" => child_transfers_and_memory(),
         "reads_and_waits" => child_reads_and_waits(),
         "async_h2d" => child_async_h2d(),
+        "many_reads" => child_many_reads(),
         other => panic!("unknown scenario {other}"),
     }
     // A normal exit: the collector's exit handlers close the trace.
@@ -624,6 +640,65 @@ fn child_async_h2d() {
         );
         d.buffer_destroy(buf).unwrap();
         std::thread::sleep(Duration::from_millis(40));
+        d.client_destroy(client).unwrap();
+    }
+}
+
+/// Many JAX-style reads of a ready buffer; prints what the collector adds to each (no Python
+/// here, so no stack capture).
+fn child_many_reads() {
+    let api = collector_api();
+    let real = load_real_plugin();
+    // SAFETY: the tables live for the process.
+    let (d, rd) = unsafe { (Driver::new(api).unwrap(), Driver::new(real).unwrap()) };
+    let client = d
+        .client_create(&[("cpu_device_count", OptionValue::Int(1))])
+        .unwrap();
+    // SAFETY: every handle below comes from this client and stays live until destroyed.
+    unsafe {
+        let devs = d.addressable_devices(client).unwrap();
+        let b = d
+            .buffer_from_host(
+                client,
+                devs[0],
+                &host_bytes(buffer_type::F32, 6),
+                buffer_type::F32,
+                &[2, 3],
+            )
+            .unwrap();
+        // The same sequence straight to the plugin, for the baseline.
+        let direct = |n: usize| {
+            let t0 = Instant::now();
+            for _ in 0..n {
+                let mut c = BufferIsOnCpuArgs::new();
+                c.buffer = b;
+                call(&rd, real.buffer_is_on_cpu, &mut c);
+                let mut inc = BufferExternalReferenceCountArgs::new();
+                inc.buffer = b;
+                call(&rd, real.buffer_increase_external_reference_count, &mut inc);
+                let mut re = BufferReadyEventArgs::new();
+                re.buffer = b;
+                call(&rd, real.buffer_ready_event, &mut re);
+                let mut ir = EventIsReadyArgs::new();
+                ir.event = re.event;
+                call(&rd, real.event_is_ready, &mut ir);
+                rd.event_destroy(re.event).unwrap();
+                let mut dec = BufferExternalReferenceCountArgs::new();
+                dec.buffer = b;
+                call(&rd, real.buffer_decrease_external_reference_count, &mut dec);
+            }
+            t0.elapsed() / n as u32
+        };
+        let base = direct(MANY);
+        let t0 = Instant::now();
+        for _ in 0..MANY {
+            assert!(!read_like_jax(&d, b));
+        }
+        let hooked = t0.elapsed() / MANY as u32;
+        println!(
+            "a JAX-style read: {base:?} straight to the plugin, {hooked:?} through the collector"
+        );
+        d.buffer_destroy(b).unwrap();
         d.client_destroy(client).unwrap();
     }
 }

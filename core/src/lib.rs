@@ -5,6 +5,7 @@
 
 pub mod event;
 pub mod format;
+pub mod hlo;
 pub mod json;
 pub mod reader;
 pub mod writer;

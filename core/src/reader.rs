@@ -69,7 +69,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, ReadError> {
     Ok(Header { major, minor, len })
 }
 
-/// While resynchronising, frames with kinds or flags beyond these are not considered.
+/// While resynchronising, frames with kinds or flags beyond these are not considered (v1 writers
+/// write flags 0 and kinds below 32); kind 0 is never written.
 const RESYNC_MAX_KIND: u16 = 1024;
 const RESYNC_MAX_FLAGS: u16 = 256;
 
@@ -101,11 +102,30 @@ pub enum FrameItem<'a> {
     },
 }
 
+/// What lies at an offset.
+enum Probe<'a> {
+    Valid(RawFrame<'a>),
+    /// A header whose length is out of range or whose CRC does not match.
+    Invalid,
+    /// The header, or the payload it announces, runs past the end of the bytes.
+    Overrun,
+}
+
+/// Payloads up to this length are checked by hashing them; longer ones through [`RangeCrc`] once
+/// damage has been seen.
+const DIRECT_CRC_MAX: usize = 2 * RangeCrc::STRIDE;
+
 /// Iterates the frames of a trace body.
+///
+/// Runs in time linear in the input whatever it holds: a valid frame is hashed once, and while
+/// resynchronising, each candidate offset costs O(1) — its CRC is derived from running CRCs
+/// recorded every [`RangeCrc::STRIDE`] bytes instead of hashing its (possibly huge) payload.
 pub struct FrameIter<'a> {
     bytes: &'a [u8],
     pos: usize,
     done: bool,
+    /// Built at the first damage, from there to the end of the bytes.
+    range: Option<RangeCrc>,
 }
 
 impl<'a> FrameIter<'a> {
@@ -115,43 +135,64 @@ impl<'a> FrameIter<'a> {
             bytes,
             pos: start,
             done: false,
+            range: None,
         }
     }
 
-    /// A valid frame at `pos`: `Ok(Some(frame))`; it runs past the end: `Err(())`; invalid: `Ok(None)`.
-    #[allow(clippy::result_unit_err)]
-    fn frame_at(&self, pos: usize) -> Result<Option<RawFrame<'a>>, ()> {
+    fn probe(&self, pos: usize) -> Probe<'a> {
         let rest = self.bytes.get(pos..).unwrap_or(&[]);
         let Some(h) = format::parse_frame_header(rest) else {
-            return Err(());
+            return Probe::Overrun;
         };
         let len = h.len as usize;
         if len > MAX_PAYLOAD_LEN {
-            return Ok(None);
+            return Probe::Invalid;
         }
         let Some(payload) = rest.get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + len) else {
-            return Err(());
+            return Probe::Overrun;
         };
-        if format::frame_crc(h.kind, h.flags, payload) != h.crc {
-            return Ok(None);
+        let crc = match &self.range {
+            Some(r) if len > DIRECT_CRC_MAX && pos >= r.base => {
+                r.frame_crc(self.bytes, h.kind, h.flags, pos + FRAME_HEADER_LEN, len)
+            }
+            _ => format::frame_crc(h.kind, h.flags, payload),
+        };
+        if crc != h.crc {
+            return Probe::Invalid;
         }
-        Ok(Some(RawFrame {
+        Probe::Valid(RawFrame {
             offset: pos as u64,
             kind: h.kind,
             flags: h.flags,
             payload,
-        }))
+        })
     }
 
-    /// Next offset after `from` where a valid frame starts, if any. Candidates are screened on
-    /// kind and flags first so that random lengths in garbage do not cost a CRC pass each.
-    fn resync(&self, from: usize) -> Option<usize> {
-        (from..self.bytes.len()).find(|&p| {
-            let plausible = format::parse_frame_header(self.bytes.get(p..).unwrap_or(&[]))
-                .is_some_and(|h| {
-                    h.kind != 0 && h.kind < RESYNC_MAX_KIND && h.flags < RESYNC_MAX_FLAGS
-                });
-            plausible && matches!(self.frame_at(p), Ok(Some(_)))
+    /// Next offset at or after `from` where a valid frame starts, if any. Candidates are screened
+    /// on kind, flags and length first so that few of them cost a CRC.
+    fn resync(&mut self, from: usize) -> Option<usize> {
+        let bytes = self.bytes;
+        let last = bytes.len().checked_sub(FRAME_HEADER_LEN)?;
+        if from > last {
+            return None;
+        }
+        if self.range.is_none() {
+            self.range = Some(RangeCrc::new(bytes, from));
+        }
+        (from..=last).find(|&p| {
+            let Some(h) = bytes.get(p..p + FRAME_HEADER_LEN) else {
+                return false;
+            };
+            let kind = u16::from_le_bytes([h[4], h[5]]);
+            let flags = u16::from_le_bytes([h[6], h[7]]);
+            if kind == 0 || kind >= RESYNC_MAX_KIND || flags >= RESYNC_MAX_FLAGS {
+                return false;
+            }
+            let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            if len > MAX_PAYLOAD_LEN || len > bytes.len() - p - FRAME_HEADER_LEN {
+                return false;
+            }
+            matches!(self.probe(p), Probe::Valid(_))
         })
     }
 }
@@ -163,19 +204,14 @@ impl<'a> Iterator for FrameIter<'a> {
         if self.done || self.pos >= self.bytes.len() {
             return None;
         }
-        match self.frame_at(self.pos) {
-            Ok(Some(f)) => {
+        match self.probe(self.pos) {
+            Probe::Valid(f) => {
                 self.pos += FRAME_HEADER_LEN + f.payload.len();
                 Some(FrameItem::Frame(f))
             }
-            // A frame cut by the end of the file: the normal shape of a killed writer.
-            Err(()) => {
-                self.done = true;
-                Some(FrameItem::Truncated {
-                    offset: self.pos as u64,
-                })
-            }
-            Ok(None) => match self.resync(self.pos + 1) {
+            // An overrun is normally a frame cut by the end of the file (a killed writer), but a
+            // damaged length looks the same: only if no valid frame follows is it a cut.
+            Probe::Invalid | Probe::Overrun => match self.resync(self.pos + 1) {
                 Some(next) => {
                     let d = Damage {
                         offset: self.pos as u64,
@@ -192,6 +228,100 @@ impl<'a> Iterator for FrameIter<'a> {
                 }
             },
         }
+    }
+}
+
+/// CRC-32 of arbitrary ranges of a byte string in O(1) after one linear pass.
+///
+/// CRC-32 is affine over GF(2): `crc(A ‖ B) = crc(A)·x^(8|B|) ⊕ crc(B)` (mod the CRC polynomial,
+/// with the standard pre- and post-inversion cancelling out). So with `C(i)` the CRC of
+/// `bytes[base..i]`, the CRC of `bytes[a..e]` is `C(e) ⊕ C(a)·x^(8(e-a))`. `C` is kept every
+/// `STRIDE` bytes and completed by hashing at most `STRIDE` bytes; the power of `x` comes from
+/// a table of byte digits of the exponent.
+struct RangeCrc {
+    base: usize,
+    /// `marks[i]` = CRC of `bytes[base .. base + i * STRIDE]`.
+    marks: Vec<u32>,
+    /// `pow[j][d]` = x^(8 · d · 256^j) mod P.
+    pow: Box<[[u32; 256]; 4]>,
+}
+
+/// The reflected IEEE polynomial, as crc32fast uses it.
+const CRC_POLY: u32 = 0xEDB8_8320;
+/// x^0 in the reflected representation.
+const X0: u32 = 1 << 31;
+
+/// Product of two polynomials mod P, both in the reflected representation.
+fn mul_mod_p(a: u32, mut b: u32) -> u32 {
+    let mut m = X0;
+    let mut p = 0;
+    while m != 0 {
+        if a & m != 0 {
+            p ^= b;
+        }
+        m >>= 1;
+        b = if b & 1 != 0 {
+            (b >> 1) ^ CRC_POLY
+        } else {
+            b >> 1
+        };
+    }
+    p
+}
+
+impl RangeCrc {
+    const STRIDE: usize = 256;
+
+    fn new(bytes: &[u8], base: usize) -> Self {
+        let tail = bytes.get(base..).unwrap_or(&[]);
+        let mut marks = Vec::with_capacity(tail.len() / Self::STRIDE + 1);
+        marks.push(0);
+        let mut h = crc32fast::Hasher::new();
+        for chunk in tail.chunks_exact(Self::STRIDE) {
+            h.update(chunk);
+            marks.push(h.clone().finalize());
+        }
+        let mut pow = Box::new([[X0; 256]; 4]);
+        let mut unit = X0 >> 8; // x^8: one byte
+        for row in pow.iter_mut() {
+            for d in 1..256 {
+                row[d] = mul_mod_p(row[d - 1], unit);
+            }
+            unit = mul_mod_p(row[255], unit);
+        }
+        RangeCrc { base, marks, pow }
+    }
+
+    /// x^(8n) mod P.
+    fn shift(&self, n: usize) -> u32 {
+        let n = n as u32; // payloads are < 2^32 bytes
+        let mut p = self.pow[0][(n & 0xff) as usize];
+        for (j, row) in self.pow.iter().enumerate().skip(1) {
+            let d = ((n >> (8 * j)) & 0xff) as usize;
+            if d != 0 {
+                p = mul_mod_p(p, row[d]);
+            }
+        }
+        p
+    }
+
+    /// CRC of `bytes[base..pos]`, `base <= pos <= bytes.len()`.
+    fn crc_to(&self, bytes: &[u8], pos: usize) -> u32 {
+        let off = pos.saturating_sub(self.base);
+        let i = (off / Self::STRIDE).min(self.marks.len().saturating_sub(1));
+        let mark = self.marks.get(i).copied().unwrap_or(0);
+        let from = self.base + i * Self::STRIDE;
+        let mut h = crc32fast::Hasher::new_with_initial(mark);
+        h.update(bytes.get(from..pos).unwrap_or(&[]));
+        h.finalize()
+    }
+
+    /// The CRC [`format::frame_crc`] computes for a frame whose payload is `bytes[start..start+len]`.
+    fn frame_crc(&self, bytes: &[u8], kind: u16, flags: u16, start: usize, len: usize) -> u32 {
+        let head = format::frame_crc(kind, flags, &[]);
+        let x = self.shift(len);
+        let payload = self.crc_to(bytes, start + len) ^ mul_mod_p(self.crc_to(bytes, start), x);
+        mul_mod_p(head, x) ^ payload
     }
 }
 
@@ -255,6 +385,9 @@ pub fn read_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
             file_len: bytes.len() as u64,
         },
     };
+    // Only a hint: crafted input can announce far more frames than it holds records, so a
+    // reservation the allocator refuses is simply skipped.
+    let _ = trace.events.try_reserve(count_frames(bytes, header.len));
     let mut cut = None;
     for item in FrameIter::new(bytes, header.len) {
         match item {
@@ -283,6 +416,24 @@ pub fn read_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
         },
     };
     Ok(trace)
+}
+
+/// Number of frames along the chain of lengths from `start`, without checking CRCs: a cheap
+/// estimate of the event count (definitions and blobs are counted too) so that the event vector
+/// of a clean trace is allocated once rather than grown by copying.
+fn count_frames(bytes: &[u8], start: usize) -> usize {
+    let mut pos = start;
+    let mut n = 0;
+    while let Some(h) = format::parse_frame_header(bytes.get(pos..).unwrap_or(&[])) {
+        let next = pos + FRAME_HEADER_LEN + h.len as usize;
+        // Kind 0 is never written: typically a zero-filled tail.
+        if h.kind == 0 || h.len as usize > MAX_PAYLOAD_LEN || next > bytes.len() {
+            break;
+        }
+        pos = next;
+        n += 1;
+    }
+    n
 }
 
 fn absorb(trace: &mut Trace, r: Record) {
@@ -319,4 +470,38 @@ pub fn read_trace_file(path: &Path) -> Result<Trace, ReadError> {
         source,
     })?;
     read_trace(&bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_crc_matches_direct_crc() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let bytes: Vec<u8> = (0..5000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for base in [0, 1, 255, 256, 700] {
+            let r = RangeCrc::new(&bytes, base);
+            for start in [base, base + 1, base + 255, base + 256, base + 1000, 4000] {
+                for len in [0, 1, 7, 255, 256, 257, 513, 999] {
+                    if start + len > bytes.len() {
+                        continue;
+                    }
+                    let direct = format::frame_crc(18, 3, &bytes[start..start + len]);
+                    assert_eq!(
+                        r.frame_crc(&bytes, 18, 3, start, len),
+                        direct,
+                        "base {base} start {start} len {len}"
+                    );
+                }
+            }
+        }
+    }
 }

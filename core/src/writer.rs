@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use crate::event::{Blob, Frame, Manifest, Record, StackDef, StackId, StringDef, StringId};
+use crate::event::{Blob, Frame, Manifest, Note, Record, StackDef, StackId, StringDef, StringId};
 use crate::format;
 
 /// A frame of a stack before interning: file, function, line.
@@ -56,10 +56,22 @@ impl<W: Write> TraceWriter<W> {
         Ok(w)
     }
 
-    /// Appends one record.
+    /// Appends one record. A record whose encoding exceeds [`format::MAX_PAYLOAD_LEN`] is
+    /// refused with `InvalidInput` (readers would take it for damage); nothing is written then.
     pub fn write(&mut self, record: &Record) -> io::Result<()> {
         self.payload.clear();
         record.encode_payload(&mut self.payload);
+        if self.payload.len() > format::MAX_PAYLOAD_LEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} record of {} bytes exceeds the trace format's limit of {} bytes",
+                    record.kind().name(),
+                    self.payload.len(),
+                    format::MAX_PAYLOAD_LEN
+                ),
+            ));
+        }
         self.frame.clear();
         format::encode_frame(&mut self.frame, record.kind() as u16, 0, &self.payload);
         self.out.write_all(&self.frame)?;
@@ -122,6 +134,10 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// Stores a blob whose hash the caller already computed (see [`blob_hash`]).
+    ///
+    /// A blob too large for one frame is not stored: a `blob_too_large` note says so instead, and
+    /// records keep referring to its hash (readers treat it like any missing blob). The trace
+    /// goes on either way.
     pub fn put_blob_hashed(
         &mut self,
         hash: u64,
@@ -130,6 +146,20 @@ impl<W: Write> TraceWriter<W> {
         data: &[u8],
     ) -> io::Result<()> {
         if self.blobs.contains_key(&hash) {
+            return Ok(());
+        }
+        // Protobuf overhead of the blob's other fields stays well under 1 KiB.
+        if data.len() + role.len() + format.len() + 1024 > format::MAX_PAYLOAD_LEN {
+            self.write(&Record::Note(Note {
+                t_ns: 0,
+                thread: 0,
+                topic: "blob_too_large".to_owned(),
+                message: format!(
+                    "{role} blob {hash:016x} of {} bytes exceeds the trace format's frame limit; not stored",
+                    data.len()
+                ),
+            }))?;
+            self.blobs.insert(hash, ());
             return Ok(());
         }
         self.write(&Record::Blob(Blob {
@@ -142,7 +172,7 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
-    /// Whether a blob of this hash was already stored.
+    /// Whether a blob of this hash was already stored (or skipped as too large).
     pub fn has_blob(&self, hash: u64) -> bool {
         self.blobs.contains_key(&hash)
     }

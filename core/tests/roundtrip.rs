@@ -67,3 +67,26 @@ fn every_cut_recovers_a_prefix() {
         assert_ne!(t.completeness, Completeness::Complete);
     }
 }
+
+#[test]
+fn oversized_blob_becomes_a_note() {
+    let mut w = TraceWriter::new(Vec::new(), &manifest()).unwrap();
+    // Zeroed pages are never touched: the writer only looks at the length.
+    let huge = vec![0u8; tpuscope_core::format::MAX_PAYLOAD_LEN + 1];
+    w.put_blob_hashed(0xABC, "input_program", "mlir", &huge)
+        .unwrap();
+    drop(huge);
+    assert!(w.has_blob(0xABC));
+    // Asked again: nothing more is written.
+    let before = w.records_written();
+    w.put_blob_hashed(0xABC, "input_program", "mlir", b"x")
+        .unwrap();
+    assert_eq!(w.records_written(), before);
+    let t = read_trace(&w.into_inner()).unwrap();
+    assert!(t.blobs.is_empty());
+    assert!(t.damage.is_empty());
+    let Record::Note(n) = &t.events[0] else {
+        panic!("{:?}", t.events)
+    };
+    assert_eq!(n.topic, "blob_too_large");
+}
