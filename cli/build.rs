@@ -22,6 +22,47 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// With the `embed-collector` feature, builds the collector cdylib (release) into OUT_DIR so the
+/// binary can carry it: `cargo install` installs only the binary.
+fn embed_collector(manifest_dir: &Path, out_dir: &Path) -> String {
+    if std::env::var_os("CARGO_FEATURE_EMBED_COLLECTOR").is_none() {
+        return "/// No collector embedded (feature `embed-collector` off).\npub const EMBEDDED_COLLECTOR: Option<&[u8]> = None;\n".into();
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir = out_dir.join("collector-build");
+    let workspace = manifest_dir.join("../Cargo.toml");
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("../collector/src").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("../core/src").display()
+    );
+    let status = std::process::Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "tpuscope-collector",
+            "--lib",
+            "--manifest-path",
+        ])
+        .arg(&workspace)
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .status();
+    let so = target_dir.join("release/libtpuscope_collector.so");
+    match status {
+        Ok(s) if s.success() && so.is_file() => format!(
+            "/// The collector library, built with this binary.\npub const EMBEDDED_COLLECTOR: Option<&[u8]> = Some(include_bytes!({:?}));\n",
+            so.display().to_string()
+        ),
+        other => panic!("embed-collector: building the collector failed: {other:?}"),
+    }
+}
+
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let agent = manifest_dir.join("../collector/python");
@@ -42,7 +83,9 @@ fn main() {
         );
     }
     code.push_str("];\n");
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("agent_files.rs");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
+    code.push_str(&embed_collector(&manifest_dir, &out_dir));
+    let out = out_dir.join("agent_files.rs");
     if let Err(e) = std::fs::write(&out, code) {
         println!("cargo:warning=cannot write {}: {e}", out.display());
     }

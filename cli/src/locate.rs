@@ -34,6 +34,13 @@ pub fn collector_path() -> Result<PathBuf> {
             return Ok(c.canonicalize().unwrap_or_else(|_| c.clone()));
         }
     }
+    if let Some(bytes) = EMBEDDED_COLLECTOR {
+        return unpack_once(
+            &format!("collector-{:016x}", fnv1a(&[("", bytes)])),
+            &[(COLLECTOR_FILE, bytes)],
+        )
+        .map(|d| d.join(COLLECTOR_FILE));
+    }
     bail!(
         "cannot find {COLLECTOR_FILE} next to {} (build it with `cargo build -p tpuscope-collector`, or set TPUSCOPE_COLLECTOR)",
         exe.display()
@@ -62,22 +69,32 @@ pub fn agent_dir() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("TPUSCOPE_AGENT_DIR") {
         return Ok(PathBuf::from(p));
     }
+    unpack_once(&format!("agent-{:016x}", fnv1a(AGENT_FILES)), AGENT_FILES)
+}
+
+/// Content hash naming an unpacked directory, so each version unpacks once.
+fn fnv1a(files: &[(&str, &[u8])]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (name, data) in AGENT_FILES {
+    for (name, data) in files {
         for b in name.as_bytes().iter().chain(data.iter()) {
             h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
         }
     }
-    let dir = cache_dir().join(format!("agent-{h:016x}"));
+    h
+}
+
+/// Writes `files` into `<cache>/<name>/` unless a complete copy is there; atomic via rename.
+fn unpack_once(name: &str, files: &[(&str, &[u8])]) -> Result<PathBuf> {
+    let dir = cache_dir().join(name);
     if dir.join(".complete").is_file() {
         return Ok(dir);
     }
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)
         .with_context(|| format!("cannot create {}", parent.display()))?;
-    let tmp = parent.join(format!(".agent-tmp-{}", std::process::id()));
+    let tmp = parent.join(format!(".{name}-tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    for (name, data) in AGENT_FILES {
+    for (name, data) in files {
         let p = tmp.join(name);
         if let Some(d) = p.parent() {
             std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
@@ -89,7 +106,7 @@ pub fn agent_dir() -> Result<PathBuf> {
     if std::fs::rename(&tmp, &dir).is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
         if !dir.join(".complete").is_file() {
-            bail!("cannot unpack the Python agent into {}", dir.display());
+            bail!("cannot unpack into {}", dir.display());
         }
     }
     Ok(dir)

@@ -19,7 +19,10 @@ fn injected_errors_reach_the_workload_unchanged_and_are_recorded() {
     // Without tpuscope: the fault plugin directly under JAX.
     let direct = std::process::Command::new(&py)
         .arg(workload("jax_faults.py"))
-        .env("PJRT_NAMES_AND_LIBRARY_PATHS", format!("tpuscope:{}", fault.display()))
+        .env(
+            "PJRT_NAMES_AND_LIBRARY_PATHS",
+            format!("tpuscope:{}", fault.display()),
+        )
         .env("JAX_PLATFORMS", "tpuscope")
         .env("TPUSCOPE_FAULT_REAL_PLUGIN", &cpu)
         .env("TPUSCOPE_FAULT_SPEC", SPEC)
@@ -27,8 +30,14 @@ fn injected_errors_reach_the_workload_unchanged_and_are_recorded() {
         .unwrap();
     assert!(direct.status.success(), "{}", show(&direct));
     let direct_out = String::from_utf8_lossy(&direct.stdout).into_owned();
-    assert!(direct_out.contains("tpuscope fault injection: compile call #2"), "{direct_out}");
-    assert!(direct_out.contains("tpuscope fault injection: execute call #4"), "{direct_out}");
+    assert!(
+        direct_out.contains("tpuscope fault injection: compile call #2"),
+        "{direct_out}"
+    );
+    assert!(
+        direct_out.contains("tpuscope fault injection: execute call #4"),
+        "{direct_out}"
+    );
 
     let out = run_tpuscope(
         &[
@@ -41,36 +50,71 @@ fn injected_errors_reach_the_workload_unchanged_and_are_recorded() {
             py.to_str().unwrap(),
             workload("jax_faults.py").to_str().unwrap(),
         ],
-        &[("TPUSCOPE_FAULT_REAL_PLUGIN", cpu.to_str().unwrap()), ("TPUSCOPE_FAULT_SPEC", SPEC)],
+        &[
+            ("TPUSCOPE_FAULT_REAL_PLUGIN", cpu.to_str().unwrap()),
+            ("TPUSCOPE_FAULT_SPEC", SPEC),
+        ],
         dir.path(),
     );
     assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), direct_out, "the workload saw different errors under tpuscope");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        direct_out,
+        "the workload saw different errors under tpuscope"
+    );
 
     let trace = only_trace(dir.path());
-    let errors: Vec<_> =
-        trace.events.iter().filter_map(|r| if let Record::Error(e) = r { Some(e) } else { None }).collect();
+    let errors: Vec<_> = trace
+        .events
+        .iter()
+        .filter_map(|r| {
+            if let Record::Error(e) = r {
+                Some(e)
+            } else {
+                None
+            }
+        })
+        .collect();
     let by_api = |api: &str| errors.iter().filter(|e| e.api == api).collect::<Vec<_>>();
     let compile_errs = by_api("PJRT_Client_Compile");
     assert_eq!(compile_errs.len(), 1, "{errors:?}");
     assert_eq!(compile_errs[0].code, 3);
-    assert_eq!(compile_errs[0].message, "tpuscope fault injection: compile call #2");
+    assert_eq!(
+        compile_errs[0].message,
+        "tpuscope fault injection: compile call #2"
+    );
     let exec_errs = by_api("PJRT_LoadedExecutable_Execute");
     assert_eq!(exec_errs.len(), 1, "{errors:?}");
-    assert_eq!(exec_errs[0].message, "tpuscope fault injection: execute call #4");
+    assert_eq!(
+        exec_errs[0].message,
+        "tpuscope fault injection: execute call #4"
+    );
     // The failed compile is a compile event carrying the error.
     let failed: Vec<_> = trace
         .events
         .iter()
-        .filter_map(|r| if let Record::Compile(c) = r { c.error.as_ref() } else { None })
+        .filter_map(|r| {
+            if let Record::Compile(c) = r {
+                c.error.as_ref()
+            } else {
+                None
+            }
+        })
         .collect();
     assert_eq!(failed.len(), 1);
     // The delayed execute shows its delay as host dispatch time.
-    let slow = trace.events.iter().filter(|r| matches!(r, Record::Execute(e) if e.dur_ns >= 20_000_000)).count();
+    let slow = trace
+        .events
+        .iter()
+        .filter(|r| matches!(r, Record::Execute(e) if e.dur_ns >= 20_000_000))
+        .count();
     assert_eq!(slow, 1);
     // Every error the workload printed is in the trace.
     for line in direct_out.lines().filter(|l| l.contains("fault injection")) {
-        assert!(errors.iter().any(|e| line.contains(&e.message)), "{line} not in {errors:?}");
+        assert!(
+            errors.iter().any(|e| line.contains(&e.message)),
+            "{line} not in {errors:?}"
+        );
     }
 }
 
@@ -80,23 +124,50 @@ fn injected_errors_reach_the_workload_unchanged_and_are_recorded() {
 fn eight_threads_compiling_and_reading_finish() {
     let py = venv_python("jax");
     let dir = tempfile::tempdir().unwrap();
-    let secs = if std::env::var("CI").is_ok_and(|v| v == "true") { "60" } else { "20" };
+    let secs = if std::env::var("CI").is_ok_and(|v| v == "true") {
+        "60"
+    } else {
+        "20"
+    };
     let started = std::time::Instant::now();
     let out = run_tpuscope(
-        &["run", "--out", dir.path().to_str().unwrap(), "--", py.to_str().unwrap(), workload("threads_stress.py").to_str().unwrap()],
-        &[("TPUSCOPE_STRESS_THREADS", "8"), ("TPUSCOPE_STRESS_SECONDS", secs)],
+        &[
+            "run",
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--",
+            py.to_str().unwrap(),
+            workload("threads_stress.py").to_str().unwrap(),
+        ],
+        &[
+            ("TPUSCOPE_STRESS_THREADS", "8"),
+            ("TPUSCOPE_STRESS_SECONDS", secs),
+        ],
         dir.path(),
     );
     assert!(out.status.success(), "{}", show(&out));
     let secs: u64 = secs.parse().unwrap();
-    assert!(started.elapsed().as_secs() < secs + 120, "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed().as_secs() < secs + 120,
+        "took {:?}",
+        started.elapsed()
+    );
     let result = stdout_lines_with(&out, "RESULT");
-    assert_eq!(result, vec!["RESULT threads_stress threads=8 finished=8 errors=0".to_string()], "{}", show(&out));
+    assert_eq!(
+        result,
+        vec!["RESULT threads_stress threads=8 finished=8 errors=0".to_string()],
+        "{}",
+        show(&out)
+    );
     let trace = only_trace(dir.path());
     assert_eq!(trace.completeness, tpuscope_core::Completeness::Complete);
     assert!(count(&trace, "compile") > 8, "{:?}", kinds(&trace));
     assert!(count(&trace, "transfer_d2h") > 8, "{:?}", kinds(&trace));
     // Compiles run on JAX's worker threads, host reads on the 8 Python threads: reads carry stacks.
-    let with_stack = trace.events.iter().filter(|r| matches!(r, Record::Transfer(t) if t.stack != 0)).count();
+    let with_stack = trace
+        .events
+        .iter()
+        .filter(|r| matches!(r, Record::Transfer(t) if t.stack != 0))
+        .count();
     eprintln!("kinds {:?}; d2h with stack {with_stack}", kinds(&trace));
 }
