@@ -290,3 +290,86 @@ impl Writer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tpuscope_core::event::{Compile, Execute};
+
+    #[test]
+    fn past_the_size_cap_executes_are_aggregated_and_compiles_stay_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec: &'static Recorder = Box::leak(Box::new(Recorder::new(1 << 16)));
+        // A cap below the header + manifest: aggregation from the first event on.
+        let h = start(rec, Manifest::default(), dir.path().join("t.tps"), 1).unwrap();
+        for i in 0..1000u64 {
+            rec.push(Event::new(Record::Execute(Execute {
+                t_ns: i,
+                dur_ns: 10,
+                executable_id: 1 + i % 2,
+                ..Default::default()
+            })));
+        }
+        for i in 0..5u64 {
+            rec.push(Event::new(Record::Compile(Compile {
+                t_ns: i,
+                ..Default::default()
+            })));
+        }
+        h.shutdown(Duration::from_secs(10));
+        let trace = tpuscope_core::read_trace_file(&h.path).unwrap();
+        assert_eq!(trace.completeness, tpuscope_core::Completeness::Complete);
+        let mut per_exe = HashMap::new();
+        let mut compiles = 0;
+        for r in &trace.events {
+            match r {
+                Record::Execute(_) => panic!("executes past the cap must be aggregated"),
+                Record::ExecuteSummary(s) => {
+                    *per_exe.entry(s.executable_id).or_insert(0) += s.count;
+                    assert_eq!(s.total_dur_ns, s.count * 10);
+                }
+                Record::Compile(_) => compiles += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(per_exe.get(&1), Some(&500));
+        assert_eq!(per_exe.get(&2), Some(&500));
+        assert_eq!(compiles, 5);
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_and_the_trace_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec: &'static Recorder = Box::leak(Box::new(Recorder::new(16)));
+        // Fill the queue before the writer runs: 16 fit, 84 are dropped.
+        for i in 0..100u64 {
+            rec.push(Event::new(Record::Compile(Compile {
+                t_ns: i,
+                ..Default::default()
+            })));
+        }
+        assert_eq!(rec.dropped(), 84);
+        let h = start(rec, Manifest::default(), dir.path().join("t.tps"), u64::MAX).unwrap();
+        h.shutdown(Duration::from_secs(10));
+        let trace = tpuscope_core::read_trace_file(&h.path).unwrap();
+        let compiles = trace
+            .events
+            .iter()
+            .filter(|r| matches!(r, Record::Compile(_)))
+            .count();
+        assert_eq!(compiles, 16);
+        let dropped: u64 = trace
+            .events
+            .iter()
+            .filter_map(|r| {
+                if let Record::Dropped(d) = r {
+                    Some(d.count)
+                } else {
+                    None
+                }
+            })
+            .sum();
+        assert_eq!(dropped, 84);
+        assert_eq!(trace.end.as_ref().map(|e| e.dropped_total), Some(84));
+    }
+}
