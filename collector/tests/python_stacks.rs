@@ -214,39 +214,134 @@ fn capture_cost_per_stack() {
     }
 }
 
-/// The jax test env's interpreter (`scripts/setup-envs.sh jax`); the test fails without it.
-fn jax_python() -> PathBuf {
-    let root = std::env::var_os("TPUSCOPE_ENVS")
+fn envs_root() -> PathBuf {
+    std::env::var_os("TPUSCOPE_ENVS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/tpuscope/envs")
-        });
-    let py = root.join("jax/bin/python");
+        })
+}
+
+/// A test env's interpreter (`scripts/setup-envs.sh <env>`); the test fails without it.
+fn env_python(env: &str) -> PathBuf {
+    let py = envs_root().join(env).join("bin/python");
     assert!(
         py.is_file(),
-        "the jax test env is missing ({}): run scripts/setup-envs.sh jax",
+        "the {env} test env is missing ({}): run scripts/setup-envs.sh {env}",
         py.display()
     );
     py
+}
+
+fn jax_python() -> PathBuf {
+    env_python("jax")
+}
+
+/// The XLA CPU plugin installed in a test env (lammps-jax-pjrt-cpu).
+fn env_cpu_plugin(env: &str) -> PathBuf {
+    let lib = envs_root().join(env).join("lib");
+    std::fs::read_dir(&lib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|py| {
+            py.path()
+                .join("site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so")
+        })
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "the XLA CPU plugin is missing from the {env} env (under {}): run \
+                 scripts/setup-envs.sh {env}",
+                lib.display()
+            )
+        })
 }
 
 #[test]
 fn agent_wraps_jax_compile_requests() {
     let so = collector_so();
     let agent = agent_dir();
+    let plugin = env_cpu_plugin("jax");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.tps");
+    let names = format!("tpuscope:{}", so.display());
     let (out, err) = run_with(
         &jax_python(),
         &[script("agent_jax.py").to_str().unwrap()],
         &[
             ("PYTHONPATH", agent.to_str().unwrap()),
             ("TPUSCOPE_COLLECTOR", so.to_str().unwrap()),
-            ("JAX_PLATFORMS", "cpu"),
+            ("PJRT_NAMES_AND_LIBRARY_PATHS", &names),
+            ("JAX_PLATFORMS", "tpuscope"),
+            ("TPUSCOPE_REAL_PLUGIN", plugin.to_str().unwrap()),
+            ("TPUSCOPE_OUT", trace.to_str().unwrap()),
         ],
         Duration::from_secs(120),
     );
     assert!(out.contains("OK agent_jax"), "{out}\n{err}");
     assert!(!err.contains("tpuscope:"), "the agent complained: {err}");
-    println!("{}", out.trim());
+    // "OK agent_jax <file> <line of user_step's jit call>"
+    let ok = out.lines().find(|l| l.starts_with("OK agent_jax")).unwrap();
+    let mut words = ok.split_whitespace().skip(2);
+    let (file, line) = (
+        words.next().unwrap(),
+        words.next().unwrap().parse::<u32>().unwrap(),
+    );
+
+    let t = tpuscope_core::reader::read_trace_file(&trace).unwrap();
+    assert_eq!(
+        t.manifest.as_ref().map(|m| m.frontend.as_str()),
+        Some("jax")
+    );
+    let stacks: Vec<Vec<(String, u32, String)>> = t
+        .events
+        .iter()
+        .filter_map(|r| match r {
+            tpuscope_core::event::Record::Compile(c) => Some(c.stack),
+            _ => None,
+        })
+        .map(|id| {
+            t.stacks
+                .get(&id)
+                .map(|s| {
+                    s.frames
+                        .iter()
+                        .map(|f| {
+                            let file = t.string(f.file).to_string();
+                            (file, f.line, t.string(f.function).to_string())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(!stacks.is_empty(), "no compile recorded");
+    // Every compile (arange, the jit, sum) was asked for by this script: each has its stack.
+    for s in &stacks {
+        assert!(
+            s.iter().any(|f| f.0 == file),
+            "a compile without the script's frames: {s:?}"
+        );
+        assert!(
+            !s.iter().any(|f| f.0.contains("tpuscope_agent")),
+            "agent frames kept: {s:?}"
+        );
+    }
+    let mine: Vec<_> = stacks
+        .iter()
+        .filter(|s| s.iter().any(|f| f.2 == "user_step"))
+        .collect();
+    assert_eq!(mine.len(), 1, "compiles from user_step: {stacks:?}");
+    let user: Vec<(u32, &str)> = mine[0]
+        .iter()
+        .filter(|f| f.0 == file)
+        .map(|f| (f.1, f.2.as_str()))
+        .collect();
+    assert_eq!(user[0], (line, "user_step"), "{:?}", mine[0]);
+    assert_eq!(user[1].1, "outer");
+    assert_eq!(user[2].1, "<module>");
+    println!("compile stack of user_step: {:?}", mine[0]);
 }
 
 #[test]
@@ -370,4 +465,90 @@ fn sitecustomize_chains_never_raises_and_is_cheap() {
         .unwrap();
     println!("sitecustomize + agent start-up: {us} us");
     assert!(us < 50_000, "sitecustomize took {us} us");
+}
+
+/// The one trace a run wrote into `dir`, decoded.
+fn trace_in(dir: &Path) -> tpuscope_core::reader::Trace {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tps"))
+        .collect();
+    assert_eq!(files.len(), 1, "traces in {}: {files:?}", dir.display());
+    tpuscope_core::reader::read_trace_file(&files[0]).unwrap()
+}
+
+fn frontend_of(t: &tpuscope_core::reader::Trace) -> &str {
+    t.manifest
+        .as_ref()
+        .map(|m| m.frontend.as_str())
+        .unwrap_or("")
+}
+
+#[test]
+fn agent_registers_the_collector_as_torch_xla_plugin() {
+    let so = collector_so();
+    let agent = agent_dir();
+    let plugin = env_cpu_plugin("torch_xla");
+    let out_dir = tempfile::tempdir().unwrap();
+    let (out, err) = run_with(
+        &env_python("torch_xla"),
+        &[script("agent_torch_xla.py").to_str().unwrap()],
+        &[
+            ("PYTHONPATH", agent.to_str().unwrap()),
+            ("TPUSCOPE_COLLECTOR", so.to_str().unwrap()),
+            ("TPUSCOPE_SETUP", "torch_xla"),
+            ("PJRT_DEVICE", "TPUSCOPE"),
+            ("TPUSCOPE_REAL_PLUGIN", plugin.to_str().unwrap()),
+            ("TPUSCOPE_OUT", out_dir.path().to_str().unwrap()),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(out.contains("OK agent_torch_xla"), "{out}\n{err}");
+    assert!(!err.contains("tpuscope:"), "the agent complained: {err}");
+    assert_eq!(frontend_of(&trace_in(out_dir.path())), "torch_xla");
+}
+
+#[test]
+fn agent_starts_the_torch_tpu_device_on_the_stand_in() {
+    let so = collector_so();
+    let agent = agent_dir();
+    let plugin = env_cpu_plugin("torch_tpu");
+    let out_dir = tempfile::tempdir().unwrap();
+    let (out, err) = run_with(
+        &env_python("torch_tpu"),
+        &[script("agent_torch_tpu.py").to_str().unwrap()],
+        &[
+            ("PYTHONPATH", agent.to_str().unwrap()),
+            ("TPUSCOPE_COLLECTOR", so.to_str().unwrap()),
+            ("TPUSCOPE_SETUP", "torch_tpu"),
+            ("TPU_LIBRARY_PATH", so.to_str().unwrap()),
+            ("TPUSCOPE_REAL_PLUGIN", plugin.to_str().unwrap()),
+            ("TPUSCOPE_ROLE", "standin"),
+            ("TPUSCOPE_OUT", out_dir.path().to_str().unwrap()),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(out.contains("OK agent_torch_tpu"), "{out}\n{err}");
+    assert!(!err.contains("tpuscope: "), "the agent complained: {err}");
+    // torch_tpu loads its plugin while `import torch` autoloads it: the frontend must already
+    // be known then, since the manifest is written at that moment.
+    let t = trace_in(out_dir.path());
+    assert_eq!(frontend_of(&t), "torch_tpu");
+    let steps: Vec<(String, u64)> = t
+        .events
+        .iter()
+        .filter_map(|r| match r {
+            tpuscope_core::event::Record::Step(s) => Some((s.marker.clone(), s.number)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("optimizer.step".to_string(), 1),
+            ("optimizer.step".to_string(), 2)
+        ]
+    );
 }

@@ -22,6 +22,9 @@ import sys
 __all__ = ["install", "mark_step"]
 
 FRONTENDS = ("jax", "torch_xla", "torch_tpu")
+# Also watched, only to know when `import torch` has finished: torch autoloads torch_tpu from
+# the end of its own __init__, so torch_tpu's setup must wait for torch (see frontends).
+WATCHED = FRONTENDS + ("torch",)
 
 _installed = False
 
@@ -45,6 +48,9 @@ class _LoaderWithHook:
         self._name = name
 
     def create_module(self, spec):
+        # The import really starts here (find_spec alone is also used to probe whether a package
+        # is installed, e.g. `importlib.util.find_spec("torch_xla")`, which must not count).
+        self._finder.importing(self._name)
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
@@ -63,9 +69,9 @@ class _LoaderWithHook:
 
 
 class _FrontendFinder:
-    """A `sys.meta_path` entry that reacts only to the frontends' top-level names: any other
-    import costs one dict lookup. It never finds anything itself: it asks the finders after it
-    and wraps the loader they return."""
+    """A `sys.meta_path` entry that reacts only to a few top-level names (the frontends, and
+    torch): any other import costs one dict lookup. It never finds anything itself: it asks the
+    finders after it and wraps the loader they return."""
 
     def __init__(self, hooks):
         self._hooks = dict(hooks)
@@ -88,6 +94,11 @@ class _FrontendFinder:
         spec.loader = _LoaderWithHook(spec.loader, self, name)
         return spec
 
+    def importing(self, name):
+        hook = self._hooks.get(name)
+        if hook is not None:
+            _run_hook(name, hook, None)
+
     def imported(self, name, module):
         hook = self._hooks.pop(name, None)
         if not self._hooks:
@@ -100,9 +111,10 @@ class _FrontendFinder:
 
 
 def _run_hook(name, hook, module):
+    """`hook(None)` runs when the import starts, `hook(module)` once it has executed."""
     try:
         hook(module)
-    except BaseException as e:  # noqa: BLE001 - must never break the user's program
+    except Exception as e:  # noqa: BLE001 - must never break the user's program (Ctrl-C still may)
         _warn("setting up for %s failed" % name, e)
 
 
@@ -112,8 +124,8 @@ def install():
     if _installed:
         return
     _installed = True
-    if os.environ.get("TPUSCOPE_ENABLE", "").strip().lower() in ("0", "off", "false", "no"):
-        return
+    # TPUSCOPE_ENABLE=0 is honoured by the collector (pure pass-through); the agent still runs,
+    # since the frontend setup (TPUSCOPE_SETUP) is what lets the program reach its device at all.
     if not os.environ.get("TPUSCOPE_COLLECTOR"):
         _warn("TPUSCOPE_COLLECTOR is not set: the agent stays inactive")
         return
@@ -122,13 +134,16 @@ def install():
         def hook(module):
             from . import frontends
 
-            frontends.on_import(name, module)
+            if module is None:
+                frontends.before_import(name)
+            else:
+                frontends.on_import(name, module)
 
         return hook
 
-    hooks = {name: hook_for(name) for name in FRONTENDS}
+    hooks = {name: hook_for(name) for name in WATCHED}
     # A frontend imported before us (e.g. by another sitecustomize) is set up right away.
-    for name in FRONTENDS:
+    for name in WATCHED:
         if name in sys.modules:
             _run_hook(name, hooks.pop(name), sys.modules[name])
     if hooks:
@@ -141,5 +156,5 @@ def mark_step(marker="user"):
         from . import collector
 
         collector.mark_step(marker)
-    except BaseException as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001
         _warn("mark_step failed", e)

@@ -1,4 +1,4 @@
-"""What the agent does when each frontend finishes importing."""
+"""What the agent does when each frontend starts and finishes importing."""
 
 import functools
 import os
@@ -11,8 +11,19 @@ _WRAPPED = "__tpuscope_wrapped__"
 _tls = threading.local()
 
 
+def before_import(name):
+    """Called when `import <name>` starts: the frontend may load its plugin (the collector) while
+    it imports (torch autoloads torch_tpu, which loads it), and the collector writes the frontend
+    into the trace's manifest then, so say it now."""
+    if name != "torch" and collector.lib() is not None:
+        collector.set_frontend(name)
+
+
 def on_import(name, module):
-    """Called once, right after `import <name>` (a top-level frontend) executed."""
+    """Called once, right after `import <name>` (a frontend, or torch) executed."""
+    if name == "torch":
+        _torch_imported()
+        return
     if collector.lib() is None:
         return  # already reported; without the collector there is nothing to feed
     collector.set_frontend(name)
@@ -32,7 +43,7 @@ def _selfcheck():
 def _guarded(what, fn, *args):
     try:
         return fn(*args)
-    except BaseException as e:  # noqa: BLE001 - must never break the user's program
+    except Exception as e:  # noqa: BLE001 - must never break the user's program
         _warn("%s failed" % what, e)
         return None
 
@@ -71,6 +82,31 @@ def wrap_jax_compile():
 
 
 # --- torch (shared by torch_xla and torch_tpu) ------------------------------------------------
+
+_after_torch = []
+
+
+def _torch_initializing():
+    """True while `import torch` is still executing torch/__init__.py (importlib marks the spec)."""
+    torch = sys.modules.get("torch")
+    spec = getattr(torch, "__spec__", None)
+    return torch is not None and bool(getattr(spec, "_initializing", False))
+
+
+def after_torch(what, fn, *args):
+    """Runs `fn` now, or once `import torch` has finished if it is still running (torch imports
+    torch_tpu from inside its own __init__, before the rest of torch is set up)."""
+    if _torch_initializing():
+        _after_torch.append((what, fn, args))
+    else:
+        _guarded(what, fn, *args)
+
+
+def _torch_imported():
+    while _after_torch:
+        what, fn, args = _after_torch.pop(0)
+        _guarded(what, fn, *args)
+
 
 
 def _step_marker(fn, marker):
@@ -141,6 +177,9 @@ def register_xla_plugin():
     name = os.environ.get("PJRT_DEVICE", "")
     if not name or name.upper() in ("CPU", "CUDA", "TPU", "NEURON", "XPU"):
         raise RuntimeError("PJRT_DEVICE=%r does not name a plugin device" % name)
+    if "_" in name:
+        # torch_xla's device type is PJRT_DEVICE.split("_")[0]: the name would not match.
+        raise RuntimeError("PJRT_DEVICE=%r: a plugin device name cannot contain '_'" % name)
     library = os.environ["TPUSCOPE_COLLECTOR"]
 
     class TpuscopePlugin(plugins.DevicePlugin):
@@ -163,15 +202,19 @@ def register_xla_plugin():
 
 
 def _setup_torch_tpu(torch_tpu):
-    _guarded("hooking optimizer steps", hook_optimizer_steps)
+    # `import torch` autoloads torch_tpu (entry point `torch.backends`) from the end of torch's
+    # __init__, so this may run while torch is still importing: wait for it to finish.
+    after_torch("hooking optimizer steps", hook_optimizer_steps)
     if os.environ.get("TPUSCOPE_SETUP") == "torch_tpu":
-        _guarded("starting the torch_tpu device", start_torch_tpu_device, torch_tpu)
+        after_torch("starting the torch_tpu device", start_torch_tpu_device, torch_tpu)
 
 
 def start_torch_tpu_device(torch_tpu):
-    """torch_tpu finds a TPU by a PCI scan; without one its device never starts. Forcing the
-    start brings it up on the plugin `TPU_LIBRARY_PATH` names (the collector, standing in)."""
+    """torch_tpu 0.2.0 brings its device up only if a PCI scan finds a TPU; without one, the
+    private `_loader._init_device("tpu")` forces it, on the plugin `TPU_LIBRARY_PATH` names (the
+    collector, standing in). The PJRT client itself is created on the first device op."""
     loader = getattr(torch_tpu, "_loader", None)
     if loader is None:
         import torch_tpu._loader as loader
-    loader._init_device("tpu")
+    if not getattr(loader, "_DEVICE_INITIALIZED", False):
+        loader._init_device("tpu")

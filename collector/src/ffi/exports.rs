@@ -84,6 +84,8 @@ pub unsafe extern "C" fn tpuscope_set_frontend(name: *const c_char) {
 #[unsafe(no_mangle)]
 pub extern "C" fn tpuscope_compile_request_begin() -> u64 {
     guard(0, || {
+        // Compile requests are rare (a compile takes milliseconds): no need to check whether
+        // anything records before capturing a few microseconds' worth of stack.
         if !crate::session::config().stacks {
             return 0;
         }

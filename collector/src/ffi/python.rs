@@ -398,6 +398,8 @@ pub fn capture_stack() -> Result<Vec<RawFrame>, &'static str> {
 /// Like `capture_stack` with a frame limit, also saying which reader ran.
 pub fn capture_stack_with(max: usize) -> Result<(Vec<RawFrame>, Path), &'static str> {
     let api = api().ok_or(ERR_NOT_PYTHON)?;
+    // A self-check that failed before the recorder existed still owes its note (one load).
+    owe_note();
     // SAFETY: plain reads of runtime flags, callable from any thread at any time.
     if unsafe { (api.is_initialized)() } == 0 {
         return Err(ERR_NOT_PYTHON);
@@ -428,7 +430,6 @@ pub fn capture_stack_with(max: usize) -> Result<(Vec<RawFrame>, Path), &'static 
         }
     } else {
         if !direct_allowed(api) {
-            owe_note();
             return Err(ERR_NOT_VERIFIED);
         }
         // SAFETY: the GIL is released by this thread, which is blocked in our hook: its frame
@@ -538,17 +539,22 @@ unsafe fn code_names_api(
                 (utf8_api(api, file), utf8_api(api, qual))
             }
             _ => {
-                // Unknown layout: attribute lookups work on any version (slower).
-                let mut names = [String::new(), String::new()];
-                for (slot, name) in names.iter_mut().zip([c"co_filename", c"co_qualname"]) {
-                    let a = by_attr(name);
-                    *slot = utf8_api(api, a);
-                    if !a.is_null() {
+                // Unknown layout: attribute lookups work on any version (slower). Before 3.11
+                // there is no co_qualname: fall back to co_name.
+                let attr = |names: &[&CStr]| -> String {
+                    for name in names {
+                        let a = by_attr(name);
+                        if a.is_null() {
+                            (api.err_clear)();
+                            continue;
+                        }
+                        let s = utf8_api(api, a);
                         (api.dec_ref)(a);
+                        return s;
                     }
-                }
-                let [file, func] = names;
-                (file, func)
+                    "?".into()
+                };
+                (attr(&[c"co_filename"]), attr(&[c"co_qualname", c"co_name"]))
             }
         }
     }

@@ -27,9 +27,16 @@ for rel, text in FILES.items():
         f.write(text)
 sys.path.insert(0, root)
 
+# Probing whether a frontend is installed (as transformers and accelerate do) is not an import.
+import importlib.util  # noqa: E402
+
+check(importlib.util.find_spec("torch_xla") is not None, "stand-in torch_xla not found")
+check("tpuscope_agent.collector" not in sys.modules, "a find_spec probe woke the agent")
 import torch_xla  # noqa: E402
 import torch_xla.core.xla_model as xm  # noqa: E402
 from tpuscope_agent import collector  # noqa: E402
+
+check(collector._frontend_set, "the frontend was not reported")
 
 check(getattr(torch_xla.sync, "__tpuscope_wrapped__", False), "torch_xla.sync not wrapped")
 check(getattr(xm.mark_step, "__tpuscope_wrapped__", False), "mark_step not wrapped")

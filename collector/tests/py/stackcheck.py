@@ -47,7 +47,7 @@ def expected_from(frame, limit=32):
     out = []
     while frame is not None and len(out) < limit:
         code = frame.f_code
-        out.append((code.co_filename, frame.f_lineno, code.co_qualname))
+        out.append((code.co_filename, frame.f_lineno, getattr(code, "co_qualname", code.co_name)))
         frame = frame.f_back
     return out
 
