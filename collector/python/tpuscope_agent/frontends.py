@@ -151,8 +151,14 @@ def hook_optimizer_steps():
 # --- torch_xla --------------------------------------------------------------------------------
 
 
+def _setup_wanted(frontend):
+    """Whether to bring `frontend` up on the collector: `tpuscope run` on a machine without a TPU
+    sets TPUSCOPE_STANDIN=1 for whichever frontend the script imports; TPUSCOPE_SETUP names one."""
+    return os.environ.get("TPUSCOPE_SETUP") == frontend or os.environ.get("TPUSCOPE_STANDIN") == "1"
+
+
 def _setup_torch_xla(torch_xla):
-    if os.environ.get("TPUSCOPE_SETUP") == "torch_xla":
+    if _setup_wanted("torch_xla"):
         _guarded("registering the collector as a torch_xla device plugin", register_xla_plugin)
     _guarded("wrapping torch_xla.sync", wrap_xla_steps, torch_xla)
     _guarded("hooking optimizer steps", hook_optimizer_steps)
@@ -190,7 +196,9 @@ def register_xla_plugin():
             return 1
 
         def client_create_options(self):
-            return {}
+            # One CPU device, as torch_xla's own CPU client has: with the CPU plugin's default of
+            # four, torch_xla 2.9 hangs at the second step's first host read.
+            return {"cpu_device_count": int(os.environ.get("TPUSCOPE_STANDIN_DEVICES", "1"))}
 
         def configure_single_process(self):
             pass
@@ -205,7 +213,7 @@ def _setup_torch_tpu(torch_tpu):
     # `import torch` autoloads torch_tpu (entry point `torch.backends`) from the end of torch's
     # __init__, so this may run while torch is still importing: wait for it to finish.
     after_torch("hooking optimizer steps", hook_optimizer_steps)
-    if os.environ.get("TPUSCOPE_SETUP") == "torch_tpu":
+    if _setup_wanted("torch_tpu"):
         after_torch("starting the torch_tpu device", start_torch_tpu_device, torch_tpu)
 
 
