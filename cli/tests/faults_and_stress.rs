@@ -171,3 +171,62 @@ fn eight_threads_compiling_and_reading_finish() {
         .count();
     eprintln!("kinds {:?}; d2h with stack {with_stack}", kinds(&trace));
 }
+
+/// A launcher with two worker processes: each worker writes its own trace, nothing is overwritten,
+/// and `--out FILE` names the first while the second gets a sibling named for its host and pid.
+#[test]
+fn every_instrumented_process_writes_its_own_trace() {
+    let py = venv_python("jax");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.tps");
+    let out = run_tpuscope(
+        &[
+            "run",
+            "--out",
+            file.to_str().unwrap(),
+            "--",
+            py.to_str().unwrap(),
+            workload("multi_process.py").to_str().unwrap(),
+        ],
+        &[],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        stdout_lines_with(&out, "RESULT"),
+        vec!["RESULT multi_process workers=2 codes=[0, 0] same=True".to_string()]
+    );
+    let traces = traces_in(dir.path());
+    assert_eq!(traces.len(), 2, "{traces:?}");
+    assert!(traces.contains(&file), "{traces:?}");
+    let pids: std::collections::HashSet<u32> = traces
+        .iter()
+        .map(|p| {
+            tpuscope_core::read_trace_file(p)
+                .unwrap()
+                .manifest
+                .unwrap()
+                .pid
+        })
+        .collect();
+    assert_eq!(pids.len(), 2);
+    for p in &traces {
+        let t = tpuscope_core::read_trace_file(p).unwrap();
+        assert_eq!(t.completeness, tpuscope_core::Completeness::Complete);
+        assert!(count(&t, "compile") >= 4);
+        let pid = t.manifest.as_ref().unwrap().pid;
+        if *p != file {
+            assert!(
+                p.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .contains(&format!("-{pid}")),
+                "{p:?}"
+            );
+        }
+    }
+    // The summary names both traces.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("tpuscope: trace ").count(), 2, "{err}");
+}

@@ -112,6 +112,21 @@ fn jax_shapes_counts_match_an_independent_counter_and_output_is_unchanged() {
             "optimized program stored"
         );
     }
+    // JAX compiles on a worker thread: the agent hands over the stack of the Python thread that
+    // asked, so the user's line is on every compile of `f`.
+    for c in compiles.iter().filter(|c| c.executable_name == "jit_f") {
+        let frames = &trace
+            .stacks
+            .get(&c.stack)
+            .expect("compile of f has a Python stack")
+            .frames;
+        assert!(
+            frames
+                .iter()
+                .any(|f| trace.string(f.file).ends_with("jax_shapes.py")),
+            "{frames:?}"
+        );
+    }
     // Manifest: API version and the frontend's versions.
     let m = trace.manifest.as_ref().unwrap();
     assert_eq!((m.pjrt_api_major, m.pjrt_api_minor), (0, 115));
