@@ -109,3 +109,34 @@ fn a_forked_child_stays_silent_and_the_parent_keeps_recording() {
     assert_eq!(trace.completeness, tpuscope_core::Completeness::Complete);
     assert_eq!(count(&trace, "transfer_d2h"), 2, "{:?}", kinds(&trace));
 }
+
+/// A plugin older than PJRT 0.57 (when the table was rearranged) is not wrapped: one line says so,
+/// and the workload runs on the plugin untouched, with no trace.
+#[test]
+fn a_plugin_older_than_0_57_is_passed_through_with_one_line() {
+    let py = venv_python("jax");
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(&py)
+        .arg(workload("jax_shapes.py"))
+        .env(
+            "PJRT_NAMES_AND_LIBRARY_PATHS",
+            format!("tpuscope:{}", collector().display()),
+        )
+        .env("JAX_PLATFORMS", "tpuscope")
+        .env("TPUSCOPE_REAL_PLUGIN", fault_plugin())
+        .env("TPUSCOPE_FAULT_REAL_PLUGIN", cpu_plugin("jax"))
+        .env("TPUSCOPE_FAULT_API_MINOR", "54")
+        .env("TPUSCOPE_OUT", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        direct_stdout(&py, "jax_shapes.py")
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("tpuscope:")).collect();
+    assert_eq!(ours.len(), 1, "{err}");
+    assert!(ours[0].contains("0.54, older than 0.57"), "{err}");
+    assert!(traces_in(dir.path()).is_empty());
+}

@@ -77,6 +77,13 @@ pub fn build_table(api: &'static PjrtApi) -> *const PjrtApi {
     if t.error_message.is_some() {
         t.error_message = Some(error_message as PjrtVoidFn<ErrorMessageArgs>);
     }
+    // Posing as an older plugin lets tests see how a wrapper treats an API it must not wrap.
+    if let Some(minor) = std::env::var(crate::ENV_API_MINOR)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+    {
+        t.pjrt_api_version.minor = minor;
+    }
     t
 }
 

@@ -35,6 +35,8 @@ use spec::{Spec, SpecError};
 pub const ENV_REAL_PLUGIN: &str = "TPUSCOPE_FAULT_REAL_PLUGIN";
 pub const ENV_SPEC: &str = "TPUSCOPE_FAULT_SPEC";
 pub const ENV_COUNTS: &str = "TPUSCOPE_FAULT_COUNTS";
+/// Reports this PJRT API minor instead of the real plugin's (the table itself is unchanged).
+pub const ENV_API_MINOR: &str = "TPUSCOPE_FAULT_API_MINOR";
 
 struct Config {
     real_plugin: Option<PathBuf>,
