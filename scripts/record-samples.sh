@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Re-records the real sample traces in sample_traces/real/ from the workloads in tests/workloads/,
+# through the real collector on the pinned environments. The committed files are what tests and
+# the GUI demo read; re-record only on purpose (a format or collector change worth showing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup-envs.sh
+cargo build -p tpuscope -p tpuscope-collector
+out=sample_traces/real
+mkdir -p "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+record() { # name env-name script [args...]
+  local name=$1 env=$2; shift 2
+  rm -f "$out/$name.tps"
+  (cd "$tmp" && env TPUSCOPE_QUIET=1 "$OLDPWD/target/debug/tpuscope" run --quiet --out "$OLDPWD/$out/$name.tps" -- \
+    "$("$OLDPWD/scripts/env-path.sh" "$env")" "$OLDPWD/tests/workloads/$1" "${@:2}")
+}
+record jax_lr jax jax_lr.py
+record jax_shapes jax jax_shapes.py
+record torch_xla_item torch_xla torch_xla_item.py
+TORCH_TPU_TIER2_COMPILATION_CACHE="tpuscope-samples-$$" TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT="$tmp/tier3" \
+  TPUSCOPE_WORKLOAD_NO_FORCE_INIT=1 record torch_tpu_cache torch_tpu torch_tpu_cache.py
+rm -rf "/dev/shm/torch_tpu_cache/tpuscope-samples-$$"
+libtpu="$(dirname "$(scripts/env-path.sh torch_tpu)")/../lib/python3.11/site-packages/libtpu/libtpu.so"
+(cd "$tmp" && JAX_PLATFORMS=cpu "$OLDPWD/target/debug/tpuscope" run --quiet --plugin "$libtpu" \
+  --out "$OLDPWD/$out/jax_aot_v5e.tps" -- "$("$OLDPWD/scripts/env-path.sh" jax)" "$OLDPWD/tests/workloads/jax_aot_tpu.py" v5e:2x2)
+ls -la "$out"
