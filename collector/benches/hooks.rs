@@ -27,6 +27,9 @@
 //!   the drain rate is the ceiling above which events are dropped.
 //!
 //! `--summarize TRACE` prints a trace's event counts as JSON (used for the JAX step benchmark).
+//! `--child profile-plain|profile-execute` runs only the wrapped side of one measurement for a few
+//! seconds (`TPUSCOPE_BENCH_PROFILE_SECS`), for `perf record` (`scripts/bench/profile.sh`).
+// The bench drives the plugin and the collector through their C ABI, like a frontend.
 #![allow(unsafe_code)]
 
 use std::collections::BTreeMap;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The collector overhead benchmark: builds the release collector, runs every part, prints a table
+# with PASS/MISS against the targets and saves it as JSON (target/bench/collector.json).
+#   scripts/bench.sh [--rounds N] [--steps N] [--skip-hooks] [--skip-capture] [--skip-steps]
+# Parts: collector/benches/hooks.rs (ns added per hooked call, execute cost, writer ceiling),
+# scripts/bench/capture.py (cost per captured Python stack), scripts/bench/jax_step.py (step-time
+# ratio of a jitted JAX loop with and without the collector). Speed targets are ratios and
+# differences measured within one run; a miss is reported, never an error exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="$(scripts/env-path.sh jax)" || { echo "bench: run scripts/setup-envs.sh jax first" >&2; exit 1; }
+plugin="${TPUSCOPE_TEST_CPU_PLUGIN:-$("$python" -c 'import lammps_jax_pjrt_cpu as m, os; print(os.path.join(os.path.dirname(m.__file__), "pjrt_c_api_cpu_plugin.so"))')}"
+[ -f "$plugin" ] || { echo "bench: CPU plugin not found at $plugin" >&2; exit 1; }
+
+echo "== build (release)" >&2
+cargo build --release -p tpuscope-collector >&2
+hooks_bin="$(cargo bench -p tpuscope-collector --bench hooks --no-run --message-format=json 2>/dev/null \
+  | "$python" -c 'import sys, json
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "hooks":
+        print(m["executable"])')"
+[ -x "$hooks_bin" ] || { echo "bench: building the hooks benchmark failed" >&2; exit 1; }
+
+exec "$python" scripts/bench/run.py \
+  --hooks-bin "$hooks_bin" \
+  --collector "$PWD/target/release/libtpuscope_collector.so" \
+  --plugin "$plugin" \
+  --agent-dir "$PWD/collector/python" \
+  --json target/bench/collector.json \
+  "$@"
