@@ -17,3 +17,9 @@ pub mod pending;
 pub mod recorder;
 pub mod session;
 pub mod writer;
+
+/// The collector's own allocations (events, stacks) are freed by the writer thread, not the hook
+/// thread that made them: glibc's per-thread caches then always miss, mimalloc's do not. This
+/// only changes the collector's Rust allocations, never the host process's `malloc`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
