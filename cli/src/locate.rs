@@ -209,7 +209,7 @@ pub fn workload_python(cmd: &[String]) -> Option<PathBuf> {
     resolve_in_path("python3")
 }
 
-fn resolve_in_path(prog: &str) -> Option<PathBuf> {
+pub fn resolve_in_path(prog: &str) -> Option<PathBuf> {
     if prog.contains('/') {
         let p = PathBuf::from(prog);
         return p.is_file().then_some(p);

@@ -123,3 +123,51 @@ fn missing_trace_file_is_one_line() {
         show(&out)
     );
 }
+
+#[test]
+fn run_without_any_plugin_names_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    // The machine's own Python has no PJRT plugin installed.
+    let python = "/root/.pyenv/versions/3.11.7/bin/python3.11";
+    let python = if std::path::Path::new(python).is_file() {
+        python
+    } else {
+        "python3"
+    };
+    let out = run_tpuscope(&["run", "--", python, "-c", "print('hi')"], &[], dir.path());
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no PJRT plugin found") && err.contains("pip install lammps-jax-pjrt-cpu"),
+        "{err}"
+    );
+    assert!(traces_in(dir.path()).is_empty());
+}
+
+#[test]
+fn run_of_a_missing_command_or_broken_python_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_tpuscope(&["run", "--", "/no/such/python3", "x.py"], &[], dir.path());
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no such command"), "{err}");
+
+    // A "python" that cannot start.
+    let fake = dir.path().join("python3");
+    std::fs::write(&fake, "#!/bin/sh\necho 'broken interpreter' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = run_tpuscope(
+        &["run", "--", fake.to_str().unwrap(), "x.py"],
+        &[],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("is not a working Python") && err.contains("broken interpreter"),
+        "{err}"
+    );
+}

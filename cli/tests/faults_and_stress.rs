@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use tpuscope_core::event::Record;
 
-const SPEC: &str = "compile:error@2,execute:error@4,execute:delay_ms=20@5,to_host:error@3";
+const SPEC: &str = "compile:error@2,execute:error@4,execute:delay_ms=200@5,to_host:error@3";
 
 #[test]
 fn injected_errors_reach_the_workload_unchanged_and_are_recorded() {
@@ -106,7 +106,7 @@ fn injected_errors_reach_the_workload_unchanged_and_are_recorded() {
     let slow = trace
         .events
         .iter()
-        .filter(|r| matches!(r, Record::Execute(e) if e.dur_ns >= 20_000_000))
+        .filter(|r| matches!(r, Record::Execute(e) if e.dur_ns >= 200_000_000))
         .count();
     assert_eq!(slow, 1);
     // Every error the workload printed is in the trace.
