@@ -1,9 +1,10 @@
 //! `tpuscope env`: the environment that switches the collector on without `tpuscope run`
 //! (fixed entrypoints: Kubernetes/GKE jobs, launch scripts).
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::locate;
 use crate::run::{self, Mode};
@@ -45,25 +46,42 @@ pub fn env(args: &EnvArgs) -> Result<()> {
     };
     let plugin = run::choose_plugin(args.plugin.as_deref(), py_env.as_ref())?;
     let mode = run::mode_for_plugin(&plugin);
-    let out = if args.out.is_absolute() {
+    let cwd = std::env::current_dir()?;
+    let out = if args.out == Path::new(".") {
+        cwd
+    } else if args.out.is_absolute() {
         args.out.clone()
     } else {
-        std::env::current_dir()?.join(&args.out)
+        cwd.join(&args.out)
     };
-    println!("# tpuscope collector in front of {}", plugin.display());
-    match mode {
-        Mode::Tpu => println!(
-            "# TPU: JAX, torch_xla and torch_tpu load the collector through TPU_LIBRARY_PATH"
-        ),
-        Mode::CpuStandin => println!(
-            "# CPU stand-in: JAX via PJRT_NAMES_AND_LIBRARY_PATHS + JAX_PLATFORMS, torch_xla via the agent's DevicePlugin (PJRT_DEVICE), torch_tpu via TPU_LIBRARY_PATH"
-        ),
-    }
+    let mut text = format!("# tpuscope collector in front of {}\n", plugin.display());
+    text.push_str(match mode {
+        Mode::Tpu => "# TPU: JAX, torch_xla and torch_tpu load the collector through TPU_LIBRARY_PATH\n",
+        Mode::CpuStandin => {
+            "# CPU stand-in: JAX via PJRT_NAMES_AND_LIBRARY_PATHS + JAX_PLATFORMS, torch_xla via the agent's DevicePlugin (PJRT_DEVICE), torch_tpu via TPU_LIBRARY_PATH\n"
+        }
+    });
     for (k, v) in run::launch_env(mode, &collector, &plugin, &agent_dir, &out) {
-        println!("export {k}={}", shell_quote(&v.to_string_lossy()));
+        if k == "PYTHONPATH" {
+            // Keep whatever PYTHONPATH the job's own environment has when the line runs.
+            let agent = shell_quote(&agent_dir.to_string_lossy());
+            text.push_str(&format!(
+                "export PYTHONPATH={agent}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+            ));
+        } else {
+            text.push_str(&format!(
+                "export {k}={}\n",
+                shell_quote(&v.to_string_lossy())
+            ));
+        }
     }
-    println!(
-        "# optional: TPUSCOPE_MEMORY_INTERVAL_MS (100), TPUSCOPE_SIZE_CAP_MB (4096), TPUSCOPE_STACKS=0, TPUSCOPE_ENABLE=0"
+    text.push_str(
+        "# optional: TPUSCOPE_MEMORY_INTERVAL_MS (100), TPUSCOPE_SIZE_CAP_MB (4096), TPUSCOPE_STACKS=0, TPUSCOPE_ENABLE=0\n",
     );
-    Ok(())
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
+        _ => Ok(()),
+    }
 }
