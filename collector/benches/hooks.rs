@@ -32,17 +32,20 @@
 // The bench drives the plugin and the collector through their C ABI, like a frontend.
 #![allow(unsafe_code)]
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tpuscope_collector::ffi::pjrt::driver::{Driver, OptionValue, SINGLE_DEVICE_COMPILE_OPTIONS};
+use common::{cpu_client, cpu_plugin, f32_bytes, get_api, open, run_self, traces_in};
+use tpuscope_collector::ffi::pjrt::driver::{Driver, SINGLE_DEVICE_COMPILE_OPTIONS};
 use tpuscope_collector::ffi::pjrt::{
-    BufferReadyEventArgs, EventAwaitArgs, ExecuteOptions, LoadedExecutableExecuteArgs, PjrtApi,
-    PjrtArgs, PjrtBuffer, PjrtEvent, PjrtFn, PjrtLoadedExecutable, buffer_type,
+    BufferReadyEventArgs, EventAwaitArgs, ExecuteOptions, LoadedExecutableExecuteArgs, PjrtArgs,
+    PjrtBuffer, PjrtEvent, PjrtFn, PjrtLoadedExecutable, buffer_type,
 };
 use tpuscope_collector::recorder::{Event, Recorder};
 use tpuscope_core::RawFrame;
@@ -213,103 +216,17 @@ fn alternate(
 
 // ----------------------------------------------------------------- locating
 
-fn envs_root() -> PathBuf {
-    std::env::var_os("TPUSCOPE_ENVS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/tpuscope/envs")
-        })
-}
-
-fn cpu_plugin() -> PathBuf {
-    if let Some(p) = std::env::var_os("TPUSCOPE_TEST_CPU_PLUGIN") {
-        return PathBuf::from(p);
-    }
-    let lib = envs_root().join("jax").join("lib");
-    for py in std::fs::read_dir(&lib).into_iter().flatten().flatten() {
-        let p = py
-            .path()
-            .join("site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "the XLA CPU plugin is missing: set TPUSCOPE_TEST_CPU_PLUGIN to pjrt_c_api_cpu_plugin.so \
-         (pip package lammps-jax-pjrt-cpu==0.11.2) or run scripts/setup-envs.sh jax"
-    )
-}
-
-/// `target/release/libtpuscope_collector.so` (next to the `deps/` directory of this binary), or
-/// `TPUSCOPE_BENCH_COLLECTOR`.
+/// `TPUSCOPE_BENCH_COLLECTOR`, else the newest release collector (see `common::collector_so`).
 fn collector_so() -> PathBuf {
-    if let Some(p) = std::env::var_os("TPUSCOPE_BENCH_COLLECTOR") {
-        return PathBuf::from(p);
+    match std::env::var_os("TPUSCOPE_BENCH_COLLECTOR") {
+        Some(p) => PathBuf::from(p),
+        None => common::collector_so(),
     }
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    let so = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("libtpuscope_collector.so"))
-        .unwrap_or_default();
-    assert!(
-        so.is_file(),
-        "{} is missing: run cargo build --release -p tpuscope-collector",
-        so.display()
-    );
-    let built = std::fs::metadata(&so)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|e| panic!("{}: {e}", so.display()));
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for src in [root.join("src"), root.join("../core/src")] {
-        if let Some((newest, t)) = newest_file(&src) {
-            assert!(
-                t <= built,
-                "{} is older than {}: run cargo build --release -p tpuscope-collector",
-                so.display(),
-                newest.display()
-            );
-        }
-    }
-    so
-}
-
-fn newest_file(dir: &Path) -> Option<(PathBuf, std::time::SystemTime)> {
-    let mut best: Option<(PathBuf, std::time::SystemTime)> = None;
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        let cand = if p.is_dir() {
-            newest_file(&p)
-        } else {
-            e.metadata().and_then(|m| m.modified()).ok().map(|t| (p, t))
-        };
-        if let Some((p, t)) = cand
-            && best.as_ref().is_none_or(|(_, b)| t > *b)
-        {
-            best = Some((p, t));
-        }
-    }
-    best
-}
-
-type GetPjrtApiFn = unsafe extern "C" fn() -> *const PjrtApi;
-
-fn open(path: &Path) -> &'static libloading::Library {
-    // SAFETY: loading a PJRT plugin (or the collector) runs its initializers; never unloaded.
-    let lib = unsafe { libloading::Library::new(path) }
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Box::leak(Box::new(lib))
 }
 
 fn driver(lib: &libloading::Library) -> Driver {
-    // SAFETY: `GetPjrtApi` has this signature in the collector and in every PJRT plugin; the
-    // table lives as long as the library, which is never unloaded.
-    unsafe {
-        let get = lib
-            .get::<GetPjrtApiFn>(b"GetPjrtApi\0")
-            .unwrap_or_else(|e| panic!("GetPjrtApi: {e}"));
-        Driver::new(get()).unwrap_or_else(|| panic!("GetPjrtApi returned NULL"))
-    }
+    // SAFETY: the table lives as long as the library, which is never unloaded.
+    unsafe { Driver::new(get_api(lib)) }.unwrap_or_else(|| panic!("GetPjrtApi returned NULL"))
 }
 
 fn slot<A>(f: Option<PjrtFn<A>>, name: &str) -> PjrtFn<A> {
@@ -391,10 +308,6 @@ impl ExecSide {
     }
 }
 
-fn f32_bytes(n: usize, v: f32) -> Vec<u8> {
-    (0..n).flat_map(|_| v.to_le_bytes()).collect()
-}
-
 // ----------------------------------------------------------------------- child
 
 /// Counts of a trace's records by kind, its dropped total and whether it ended cleanly.
@@ -426,18 +339,6 @@ fn summarize(path: &Path) -> Json {
     j
 }
 
-fn traces_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "tps"))
-        .collect();
-    v.sort();
-    v
-}
-
 /// Runs in a child whose environment configures the collector; prints one `RESULT {json}` line.
 fn child(mode: &str) {
     let plugin = cpu_plugin();
@@ -464,9 +365,7 @@ fn child(mode: &str) {
         .int("record_size_bytes", std::mem::size_of::<Record>() as u64);
     // SAFETY: every handle below comes from `client` and lives until the process exits.
     unsafe {
-        let client = c
-            .client_create(&[("cpu_device_count", OptionValue::Int(1))])
-            .unwrap_or_else(|e| panic!("client create: {e}"));
+        let client = cpu_client(&c, 1);
         let exe = c
             .compile(
                 client,
@@ -484,7 +383,7 @@ fn child(mode: &str) {
                     d.buffer_from_host(
                         client,
                         dev,
-                        &f32_bytes(256, i as f32),
+                        &f32_bytes(&[i as f32; 256]),
                         buffer_type::F32,
                         &[16, 16],
                     )
@@ -602,20 +501,7 @@ fn child(mode: &str) {
 
 /// Runs `--child mode` with `envs`; returns its `RESULT` JSON.
 fn run_child(mode: &str, envs: &[(&str, &str)]) -> String {
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    let mut cmd = Command::new(exe);
-    cmd.args(["--child", mode]).env("TPUSCOPE_QUIET", "1");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let o = cmd.output().unwrap_or_else(|e| panic!("child {mode}: {e}"));
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "child {mode} failed ({}):\n{stdout}\n{stderr}",
-        o.status
-    );
+    let (stdout, stderr) = run_self(mode, &["--child", mode], envs.iter().copied());
     stdout
         .lines()
         .find_map(|l| l.strip_prefix("RESULT "))
@@ -717,8 +603,8 @@ fn writer_benches() -> Json {
     let sig: Arc<str> = Arc::from("f32[256,512] f32[512,512] f32[512] f32[512,512]");
     let frames: Vec<RawFrame> = (0..16)
         .map(|i| RawFrame {
-            file: format!("/home/user/project/model/layer{i}.py"),
-            function: format!("forward_{i}"),
+            file: format!("/home/user/project/model/layer{i}.py").into(),
+            function: format!("forward_{i}").into(),
             line: 100 + i,
         })
         .collect();

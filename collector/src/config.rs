@@ -13,6 +13,9 @@ pub const ENV_ENABLE: &str = "TPUSCOPE_ENABLE";
 pub const ENV_MEMORY_INTERVAL_MS: &str = "TPUSCOPE_MEMORY_INTERVAL_MS";
 pub const ENV_SIZE_CAP_MB: &str = "TPUSCOPE_SIZE_CAP_MB";
 pub const ENV_QUEUE_CAPACITY: &str = "TPUSCOPE_QUEUE_CAPACITY";
+/// Events are queued by value (176 bytes a slot): 16384 slots are about 3 MiB, several
+/// milliseconds of the fastest event rates the hooks can produce.
+pub const DEFAULT_QUEUE_CAPACITY: u64 = 16384;
 /// `standin`: the real plugin stands in for another (CPU for TPU): drop create options it rejects.
 pub const ENV_ROLE: &str = "TPUSCOPE_ROLE";
 /// Comma-separated create-option names to drop before `PJRT_Client_Create`.
@@ -79,7 +82,8 @@ impl Config {
             enabled: !off(ENV_ENABLE),
             memory_interval: Duration::from_millis(num(ENV_MEMORY_INTERVAL_MS, 100).max(1)),
             size_cap_bytes: num(ENV_SIZE_CAP_MB, 4096).saturating_mul(1 << 20),
-            queue_capacity: num(ENV_QUEUE_CAPACITY, 65536).clamp(16, 1 << 24) as usize,
+            queue_capacity: num(ENV_QUEUE_CAPACITY, DEFAULT_QUEUE_CAPACITY).clamp(16, 1 << 20)
+                as usize,
             standin,
             drop_create_options,
             stacks: !off(ENV_STACKS),

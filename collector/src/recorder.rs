@@ -19,31 +19,54 @@ pub struct BlobData {
     pub data: Vec<u8>,
 }
 
-/// What a hook hands to the writer: a record plus the parts the writer interns.
+/// What a hook hands to the writer: a record plus the parts the writer interns or fills in.
 #[derive(Debug)]
 pub struct Event {
     pub record: Record,
+    /// A static name the writer copies into the record's name field, so hooks allocate no
+    /// `String` for it: the PJRT call of a `Transfer`, `ErrorEvent` or `Compile`, the reason of a
+    /// `Sync`. Empty: the record's own field is kept.
+    pub name: &'static str,
+    /// Element type name the writer copies into `Transfer::dtype` (empty: kept).
+    pub dtype: &'static str,
     /// Python stack (innermost first); the writer interns it into the record's `stack` field.
     pub stack: Option<Vec<RawFrame>>,
     /// Argument signature of an execute; interned into `Execute::arg_signature`.
     pub signature: Option<Arc<str>>,
-    pub blobs: Vec<BlobData>,
+    /// Blobs to store before the record (compiles and loads only: boxed, so the common event
+    /// stays small; set with `set_blobs`).
+    pub blobs: Option<Box<Vec<BlobData>>>,
 }
 
 impl Event {
     pub fn new(record: Record) -> Self {
         Event {
             record,
+            name: "",
+            dtype: "",
             stack: None,
             signature: None,
-            blobs: Vec::new(),
+            blobs: None,
         }
+    }
+
+    pub fn set_blobs(&mut self, blobs: Vec<BlobData>) {
+        self.blobs = (!blobs.is_empty()).then(|| Box::new(blobs));
+    }
+
+    /// An event whose record's name field (see `name`) the writer fills.
+    pub fn named(record: Record, name: &'static str) -> Self {
+        let mut ev = Event::new(record);
+        ev.name = name;
+        ev
     }
 }
 
 /// Shared state between hooks and the writer.
 pub struct Recorder {
-    queue: ArrayQueue<Box<Event>>,
+    /// Events by value: a push copies one `Event` (168 bytes) into a preallocated slot and
+    /// allocates nothing (the big records are boxed inside `Record`).
+    queue: ArrayQueue<Event>,
     dropped: AtomicU64,
     /// Whether hooks should record at all (false in a forked child, or when the trace is off).
     enabled: AtomicBool,
@@ -73,16 +96,16 @@ impl Recorder {
         if !self.enabled.load(Ordering::Relaxed) {
             return;
         }
-        if let Err(lost) = self.queue.push(Box::new(ev)) {
+        if let Err(lost) = self.queue.push(ev) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             // Its blobs were never written: let a later compile of the same program store them.
-            for b in &lost.blobs {
+            for b in lost.blobs.iter().flat_map(|b| b.iter()) {
                 self.unclaim_blob(b.hash);
             }
         }
     }
 
-    pub fn pop(&self) -> Option<Box<Event>> {
+    pub fn pop(&self) -> Option<Event> {
         self.queue.pop()
     }
 
@@ -163,4 +186,25 @@ pub fn thread_id() -> u32 {
         static TID: u32 = crate::ffi::os::current_tid();
     }
     TID.with(|t| *t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every queue slot holds a whole `Event`: a large record kind added unboxed to `Record`
+    /// would grow all of them (and the copy every hook makes).
+    #[test]
+    fn events_stay_small() {
+        assert!(
+            std::mem::size_of::<Record>() <= 104,
+            "{}",
+            std::mem::size_of::<Record>()
+        );
+        assert!(
+            std::mem::size_of::<Event>() <= 176,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+    }
 }

@@ -33,6 +33,8 @@ pub fn start(plugin: PluginInfo) -> bool {
     }
     let writer = WRITER.get_or_init(|| {
         let rec = recorder::install(cfg.queue_capacity);
+        // Hooks read the TSC once the writer calibrated it against CLOCK_MONOTONIC.
+        crate::ffi::os::start_clock();
         let mono = recorder::now_ns();
         let wall = crate::ffi::os::wall_ns();
         let mut manifest =

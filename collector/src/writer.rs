@@ -171,13 +171,14 @@ impl Writer {
             let stopping = stop.load(Ordering::SeqCst);
             let mut drained = 0usize;
             while let Some(ev) = recorder.pop() {
-                self.write_event(*ev)?;
+                self.write_event(ev)?;
                 drained += 1;
                 dirty = true;
                 if drained.is_multiple_of(4096) && last_flush.elapsed() >= FLUSH_INTERVAL {
                     break;
                 }
             }
+            crate::ffi::os::refine_clock();
             let dropped = recorder.dropped();
             if dropped != self.last_dropped {
                 let t_ns = crate::recorder::now_ns();
@@ -191,7 +192,7 @@ impl Writer {
             }
             if last_clock.elapsed() >= CLOCK_INTERVAL {
                 self.trace.write(&Record::Clock(Clock {
-                    mono_ns: crate::recorder::now_ns(),
+                    mono_ns: crate::ffi::os::clock_monotonic_ns(),
                     wall_ns: crate::ffi::os::wall_ns(),
                 }))?;
                 last_clock = Instant::now();
@@ -229,11 +230,14 @@ impl Writer {
     fn write_event(&mut self, ev: Event) -> io::Result<()> {
         let Event {
             mut record,
+            name,
+            dtype,
             stack,
             signature,
             blobs,
         } = ev;
-        for b in blobs {
+        fill_names(&mut record, name, dtype);
+        for b in blobs.into_iter().flat_map(|b| *b) {
             self.trace
                 .put_blob_hashed(b.hash, b.role, &b.format, &b.data)?;
         }
@@ -291,6 +295,26 @@ impl Writer {
     }
 }
 
+/// Copies the static names a hook passed beside its record into the record's `String` fields
+/// (the hook thread allocates none for them).
+fn fill_names(record: &mut Record, name: &'static str, dtype: &'static str) {
+    if !name.is_empty() {
+        let field = match record {
+            Record::Sync(r) => &mut r.reason,
+            Record::Transfer(r) => &mut r.api,
+            Record::Error(r) => &mut r.api,
+            Record::Compile(r) => &mut r.api,
+            _ => return,
+        };
+        name.clone_into(field);
+    }
+    if !dtype.is_empty()
+        && let Record::Transfer(r) = record
+    {
+        dtype.clone_into(&mut r.dtype);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,10 +335,10 @@ mod tests {
             })));
         }
         for i in 0..5u64 {
-            rec.push(Event::new(Record::Compile(Compile {
+            rec.push(Event::new(Record::Compile(Box::new(Compile {
                 t_ns: i,
                 ..Default::default()
-            })));
+            }))));
         }
         h.shutdown(Duration::from_secs(10));
         let trace = tpuscope_core::read_trace_file(&h.path).unwrap();
@@ -338,15 +362,60 @@ mod tests {
     }
 
     #[test]
+    fn static_names_are_filled_in_by_the_writer() {
+        use tpuscope_core::event::{ErrorEvent, Sync};
+        let dir = tempfile::tempdir().unwrap();
+        let rec: &'static Recorder = Box::leak(Box::new(Recorder::new(64)));
+        rec.push(Event::named(
+            Record::Sync(Sync::default()),
+            "PJRT_Event_Await",
+        ));
+        let mut t = Event::named(Record::Transfer(Box::default()), "PJRT_Buffer_ToHostBuffer");
+        t.dtype = "bf16";
+        rec.push(t);
+        rec.push(Event::named(
+            Record::Error(ErrorEvent::default()),
+            "PJRT_Client_Compile",
+        ));
+        // A record that names itself keeps its own text.
+        rec.push(Event::new(Record::Sync(Sync {
+            reason: "block_until_ready".into(),
+            ..Default::default()
+        })));
+        let h = start(rec, Manifest::default(), dir.path().join("t.tps"), u64::MAX).unwrap();
+        h.shutdown(Duration::from_secs(10));
+        let trace = tpuscope_core::read_trace_file(&h.path).unwrap();
+        let names: Vec<String> = trace
+            .events
+            .iter()
+            .filter_map(|r| match r {
+                Record::Sync(s) => Some(s.reason.clone()),
+                Record::Transfer(t) => Some(format!("{} {}", t.api, t.dtype)),
+                Record::Error(e) => Some(e.api.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "PJRT_Event_Await",
+                "PJRT_Buffer_ToHostBuffer bf16",
+                "PJRT_Client_Compile",
+                "block_until_ready"
+            ]
+        );
+    }
+
+    #[test]
     fn a_full_queue_drops_and_counts_and_the_trace_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let rec: &'static Recorder = Box::leak(Box::new(Recorder::new(16)));
         // Fill the queue before the writer runs: 16 fit, 84 are dropped.
         for i in 0..100u64 {
-            rec.push(Event::new(Record::Compile(Compile {
+            rec.push(Event::new(Record::Compile(Box::new(Compile {
                 t_ns: i,
                 ..Default::default()
-            })));
+            }))));
         }
         assert_eq!(rec.dropped(), 84);
         let h = start(rec, Manifest::default(), dir.path().join("t.tps"), u64::MAX).unwrap();

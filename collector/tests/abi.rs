@@ -5,75 +5,17 @@
 //! (`~/.cache/tpuscope/envs/jax`, see `scripts/setup-envs.sh`); the test fails when it is absent.
 #![allow(unsafe_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+mod common;
 
-use tpuscope_collector::ffi::pjrt::driver::{
-    Driver, ExecuteWith, OptionValue, SINGLE_DEVICE_COMPILE_OPTIONS,
+use common::{
+    compile_add, compile_only_add, cpu_client, cpu_plugin, execute_doubles, find_in_env, load_api,
 };
+use tpuscope_collector::ffi::pjrt::driver::{Driver, ExecuteWith, SINGLE_DEVICE_COMPILE_OPTIONS};
 use tpuscope_collector::ffi::pjrt::{self, PjrtApi, buffer_type, error_code};
-
-fn envs_root() -> PathBuf {
-    std::env::var_os("TPUSCOPE_ENVS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/tpuscope/envs")
-        })
-}
-
-/// Files named `file` under `<env>/lib/python*/site-packages/<pkg_dir>/`.
-fn find_in_env(env: &str, pkg_dir: &str, file: &str) -> Option<PathBuf> {
-    let lib = envs_root().join(env).join("lib");
-    for py in std::fs::read_dir(lib).ok()?.flatten() {
-        let p = py.path().join("site-packages").join(pkg_dir).join(file);
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    None
-}
-
-fn cpu_plugin() -> PathBuf {
-    if let Some(p) = std::env::var_os("TPUSCOPE_TEST_CPU_PLUGIN") {
-        return PathBuf::from(p);
-    }
-    find_in_env("jax", "lammps_jax_pjrt_cpu", "pjrt_c_api_cpu_plugin.so").unwrap_or_else(|| {
-        panic!(
-            "the XLA CPU plugin is missing: set TPUSCOPE_TEST_CPU_PLUGIN to \
-             pjrt_c_api_cpu_plugin.so (pip package lammps-jax-pjrt-cpu==0.11.2) or run \
-             scripts/setup-envs.sh jax"
-        )
-    })
-}
-
-type GetPjrtApi = unsafe extern "C" fn() -> *const PjrtApi;
-
-fn load(path: &PathBuf) -> &'static PjrtApi {
-    // SAFETY: loading a PJRT plugin runs its initializers; the library is leaked (never
-    // unloaded) because the table points into it.
-    unsafe {
-        let lib = Box::leak(Box::new(
-            libloading::Library::new(path).unwrap_or_else(|e| panic!("dlopen {path:?}: {e}")),
-        ));
-        let get: libloading::Symbol<GetPjrtApi> = lib.get(b"GetPjrtApi\0").expect("GetPjrtApi");
-        let api = get();
-        assert!(!api.is_null(), "GetPjrtApi returned NULL");
-        &*api
-    }
-}
-
-/// A tiny StableHLO module in MLIR text: `f(x) = x + x` on f32[2,3].
-pub const ADD_MLIR: &str = r#"
-module @add_self {
-  func.func public @main(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
-    %0 = stablehlo.add %arg0, %arg0 : tensor<2x3xf32>
-    return %0 : tensor<2x3xf32>
-  }
-}
-"#;
 
 #[test]
 fn cpu_plugin_table_layout() {
-    let api = load(&cpu_plugin());
+    let api = load_api(&cpu_plugin());
     assert_eq!(api.struct_size, 1144);
     assert_eq!(pjrt::SLOT_COUNT, 138);
     assert_eq!(
@@ -152,7 +94,7 @@ fn cpu_plugin_table_layout() {
 
 #[test]
 fn cpu_plugin_calls_through_our_layouts() {
-    let api = load(&cpu_plugin());
+    let api = load_api(&cpu_plugin());
     // SAFETY: the table is leaked for the process.
     let d = unsafe { Driver::new(api) }.unwrap();
 
@@ -160,9 +102,7 @@ fn cpu_plugin_calls_through_our_layouts() {
     println!("plugin attributes: {attrs:?}");
     assert!(attrs.iter().any(|(k, _)| k == "xla_version"), "{attrs:?}");
 
-    let client = d
-        .client_create(&[("cpu_device_count", OptionValue::Int(2))])
-        .unwrap();
+    let client = cpu_client(&d, 2);
     assert!(!client.is_null());
     // SAFETY: every handle below comes from this client and stays live until destroyed.
     unsafe {
@@ -194,14 +134,7 @@ fn cpu_plugin_calls_through_our_layouts() {
         assert_eq!(err.code, error_code::UNIMPLEMENTED);
 
         // Compile + execute with completion events, through our Program/Execute layouts.
-        let exe = d
-            .compile(
-                client,
-                ADD_MLIR.as_bytes(),
-                "mlir",
-                SINGLE_DEVICE_COMPILE_OPTIONS,
-            )
-            .unwrap();
+        let exe = compile_add(&d, client);
         let inner = d.get_executable(exe).unwrap();
         println!("executable name: {}", d.executable_name(inner).unwrap());
         assert_eq!(d.num_outputs(inner).unwrap(), 1);
@@ -230,26 +163,7 @@ fn cpu_plugin_calls_through_our_layouts() {
         let x = d
             .buffer_from_host(client, exe_devs[0], &bytes, buffer_type::F32, &[2, 3])
             .unwrap();
-        let r = d
-            .execute(
-                exe,
-                &[vec![x]],
-                ExecuteWith {
-                    completion_events: true,
-                    options_struct_size: None,
-                },
-            )
-            .unwrap();
-        assert_eq!(r.events.len(), 1);
-        d.event_await(r.events[0]).unwrap();
-        d.event_destroy(r.events[0]).unwrap();
-        let out = d.buffer_to_host(r.outputs[0][0]).unwrap();
-        let got: Vec<f32> = out
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        assert_eq!(got, vals.iter().map(|v| v * 2.0).collect::<Vec<_>>());
-        d.buffer_destroy(r.outputs[0][0]).unwrap();
+        execute_doubles(&d, exe, x, &vals, None);
 
         // The options size this plugin requires: torch_xla 2.9's 80 is rejected, ours and
         // the 0.78 size are accepted.
@@ -288,15 +202,7 @@ fn cpu_plugin_calls_through_our_layouts() {
 
         // Compile-only against the client's topology, then load.
         let topo = d.client_topology(client).unwrap();
-        let co = d
-            .compile_only(
-                topo,
-                client,
-                ADD_MLIR.as_bytes(),
-                "mlir",
-                SINGLE_DEVICE_COMPILE_OPTIONS,
-            )
-            .unwrap();
+        let co = compile_only_add(&d, topo, client);
         assert_eq!(d.executable_name(co).unwrap(), "add_self");
         let l = d
             .client_load(client, co, SINGLE_DEVICE_COMPILE_OPTIONS)
@@ -328,7 +234,7 @@ fn libtpu_table_layout_if_present() {
     // libtpu otherwise spends minutes on a cloud metadata server at load.
     // SAFETY: single-threaded at this point of this test; only affects this process.
     unsafe { std::env::set_var("TPU_SKIP_MDS_QUERY", "1") };
-    let api = load(&path);
+    let api = load_api(&path);
     println!(
         "libtpu: struct_size {} version {}.{}",
         api.struct_size, api.pjrt_api_version.major, api.pjrt_api_version.minor

@@ -5,152 +5,43 @@
 //! process: the test binary re-executes itself with `TPUSCOPE_PT_CHILD` naming the scenario.
 #![allow(unsafe_code, clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
+use common::{
+    ADD_MLIR, collector_so, compile_add, compile_only_add, cpu_client, cpu_plugin, execute_doubles,
+    f32_bytes, get_api, open, run_self, to_f32, trace_in,
+};
 use tpuscope_collector::ffi::pjrt::driver::{
     Driver, ExecuteWith, OptionValue, SINGLE_DEVICE_COMPILE_OPTIONS, Status,
 };
 use tpuscope_collector::ffi::pjrt::{
-    self, ExecuteOptions, LoadedExecutableExecuteArgs, PjrtApi, PjrtArgs, PjrtBuffer, buffer_type,
+    self, ExecuteOptions, LoadedExecutableExecuteArgs, PjrtArgs, PjrtBuffer, buffer_type,
 };
 use tpuscope_core::Record;
 use tpuscope_core::writer::blob_hash;
 
 const CHILD_ENV: &str = "TPUSCOPE_PT_CHILD";
 
-const ADD_MLIR: &str = r#"
-module @add_self {
-  func.func public @main(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
-    %0 = stablehlo.add %arg0, %arg0 : tensor<2x3xf32>
-    return %0 : tensor<2x3xf32>
-  }
-}
-"#;
-
 const BAD_MLIR: &str = "module @broken { func.func public @main( this is not mlir";
-
-fn envs_root() -> PathBuf {
-    std::env::var_os("TPUSCOPE_ENVS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/tpuscope/envs")
-        })
-}
-
-fn cpu_plugin() -> PathBuf {
-    if let Some(p) = std::env::var_os("TPUSCOPE_TEST_CPU_PLUGIN") {
-        return PathBuf::from(p);
-    }
-    let lib = envs_root().join("jax").join("lib");
-    for py in std::fs::read_dir(&lib).into_iter().flatten().flatten() {
-        let p = py
-            .path()
-            .join("site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "the XLA CPU plugin is missing: set TPUSCOPE_TEST_CPU_PLUGIN to pjrt_c_api_cpu_plugin.so \
-         (pip package lammps-jax-pjrt-cpu==0.11.2) or run scripts/setup-envs.sh jax"
-    )
-}
-
-/// `target/<profile>/libtpuscope_collector.so`, next to the `deps/` directory of this test binary.
-fn collector_so() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-    let so = profile_dir.join("libtpuscope_collector.so");
-    let hint = if cfg!(debug_assertions) {
-        "cargo build -p tpuscope-collector"
-    } else {
-        "cargo build --release -p tpuscope-collector"
-    };
-    assert!(so.is_file(), "{} is missing: run {hint}", so.display());
-    // `cargo test` builds the crate as an rlib only: a cdylib older than the sources would test
-    // old code.
-    let built = std::fs::metadata(&so).and_then(|m| m.modified()).unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for src in [root.join("src"), root.join("../core/src")] {
-        if let Some((newest, t)) = newest_file(&src) {
-            assert!(
-                t <= built,
-                "{} is older than {}: run {hint}",
-                so.display(),
-                newest.display()
-            );
-        }
-    }
-    so
-}
-
-fn newest_file(dir: &Path) -> Option<(PathBuf, std::time::SystemTime)> {
-    let mut best: Option<(PathBuf, std::time::SystemTime)> = None;
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        let cand = if p.is_dir() {
-            newest_file(&p)
-        } else {
-            e.metadata().and_then(|m| m.modified()).ok().map(|t| (p, t))
-        };
-        if let Some((p, t)) = cand
-            && best.as_ref().is_none_or(|(_, b)| t > *b)
-        {
-            best = Some((p, t));
-        }
-    }
-    best
-}
-
-type GetPjrtApiFn = unsafe extern "C" fn() -> *const PjrtApi;
-
-fn open(path: &Path) -> &'static libloading::Library {
-    // SAFETY: loading a PJRT plugin (or the collector) runs its initializers; never unloaded.
-    Box::leak(Box::new(unsafe { libloading::Library::new(path) }.unwrap()))
-}
-
-fn get_api(lib: &libloading::Library) -> *const PjrtApi {
-    // SAFETY: the symbol has this signature in the collector and in every PJRT plugin.
-    unsafe { lib.get::<GetPjrtApiFn>(b"GetPjrtApi\0").unwrap()() }
-}
 
 /// Runs `scenario` in a child process (this test binary, filtered to `test_name`) with `envs`.
 fn run_child(test_name: &str, scenario: &str, envs: &[(&str, &str)]) -> String {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([test_name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, scenario)
-        .env("TPUSCOPE_QUIET", "1");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (stdout, stderr) = run_self(
+        scenario,
+        &[test_name, "--exact", "--nocapture", "--test-threads=1"],
+        envs.iter().copied().chain([(CHILD_ENV, scenario)]),
+    );
     println!(
         "--- child {scenario} stdout ---\n{stdout}\n--- child {scenario} stderr ---\n{stderr}"
-    );
-    assert!(
-        out.status.success(),
-        "child {scenario} failed: {}",
-        out.status
     );
     stdout + &stderr
 }
 
 fn child_scenario() -> Option<String> {
     std::env::var(CHILD_ENV).ok()
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn to_f32(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
 }
 
 #[test]
@@ -228,14 +119,7 @@ fn run_scenario() {
         let devs = c.addressable_devices(client).unwrap();
         assert_eq!(devs.len(), 2);
 
-        let exe = c
-            .compile(
-                client,
-                ADD_MLIR.as_bytes(),
-                "mlir",
-                SINGLE_DEVICE_COMPILE_OPTIONS,
-            )
-            .unwrap();
+        let exe = compile_add(&c, client);
         let exe_dev = c.loaded_addressable_devices(exe).unwrap()[0];
         let vals = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
         let x = c
@@ -251,22 +135,7 @@ fn run_scenario() {
         // Executes with completion events, like JAX.
         const TRACKED: usize = 3;
         for _ in 0..TRACKED {
-            let res = c
-                .execute(
-                    exe,
-                    &[vec![x]],
-                    ExecuteWith {
-                        completion_events: true,
-                        options_struct_size: None,
-                    },
-                )
-                .unwrap();
-            assert_eq!(res.events.len(), 1);
-            c.event_await(res.events[0]).unwrap();
-            c.event_destroy(res.events[0]).unwrap();
-            let y = to_f32(&c.buffer_to_host(res.outputs[0][0]).unwrap());
-            assert_eq!(y, vals.iter().map(|v| v * 2.0).collect::<Vec<_>>());
-            c.buffer_destroy(res.outputs[0][0]).unwrap();
+            execute_doubles(&c, exe, x, &vals, None);
         }
         // torch_xla 2.9's 80-byte options: rejected directly, bridged by the collector.
         let torch_xla = ExecuteWith {
@@ -304,15 +173,7 @@ fn run_scenario() {
 
         // Compile-only (PJRT_Compile), PJRT_Client_Load, and an execute of the loaded one.
         let topo = c.client_topology(client).unwrap();
-        let co = c
-            .compile_only(
-                topo,
-                client,
-                ADD_MLIR.as_bytes(),
-                "mlir",
-                SINGLE_DEVICE_COMPILE_OPTIONS,
-            )
-            .unwrap();
+        let co = compile_only_add(&c, topo, client);
         let co_loaded = c
             .client_load(client, co, SINGLE_DEVICE_COMPILE_OPTIONS)
             .unwrap();
@@ -423,19 +284,8 @@ fn check_trace(
     compile_err: &Status,
     (co_id, co_loaded_id): (u64, u64),
 ) {
-    let files: Vec<PathBuf> = std::fs::read_dir(out_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "tps"))
-        .collect();
-    assert_eq!(
-        files.len(),
-        1,
-        "expected one trace in {}",
-        out_dir.display()
-    );
-    let trace = tpuscope_core::read_trace_file(&files[0]).unwrap();
+    // Exactly one trace.
+    let trace = trace_in(out_dir);
     assert!(trace.end.is_some(), "the trace has no end record");
     let manifest = trace.manifest.as_ref().unwrap();
     assert_eq!((manifest.pjrt_api_major, manifest.pjrt_api_minor), (0, 115));
@@ -657,19 +507,10 @@ fn disabled_recording_still_wraps_and_bridges() {
         let table = get_api(open(&collector_so()));
         // SAFETY: the table lives for the process.
         let c = unsafe { Driver::new(table) }.unwrap();
-        let client = c
-            .client_create(&[("cpu_device_count", OptionValue::Int(1))])
-            .unwrap();
+        let client = cpu_client(&c, 1);
         // SAFETY: handles come from `client`.
         unsafe {
-            let exe = c
-                .compile(
-                    client,
-                    ADD_MLIR.as_bytes(),
-                    "mlir",
-                    SINGLE_DEVICE_COMPILE_OPTIONS,
-                )
-                .unwrap();
+            let exe = compile_add(&c, client);
             let dev = c.addressable_devices(client).unwrap()[0];
             let x = c
                 .buffer_from_host(
@@ -680,22 +521,8 @@ fn disabled_recording_still_wraps_and_bridges() {
                     &[2, 3],
                 )
                 .unwrap();
-            let res = c
-                .execute(
-                    exe,
-                    &[vec![x]],
-                    ExecuteWith {
-                        completion_events: true,
-                        options_struct_size: Some(pjrt::EXECUTE_OPTIONS_SIZE_CONTEXT),
-                    },
-                )
-                .unwrap();
-            c.event_await(res.events[0]).unwrap();
-            c.event_destroy(res.events[0]).unwrap();
-            assert_eq!(
-                to_f32(&c.buffer_to_host(res.outputs[0][0]).unwrap()),
-                vec![2.0; 6]
-            );
+            let opts = Some(pjrt::EXECUTE_OPTIONS_SIZE_CONTEXT);
+            execute_doubles(&c, exe, x, &[1.0; 6], opts);
             // SAFETY: the real plugin's table lives for the process.
             let r = Driver::new(get_api(open(&cpu_plugin()))).unwrap();
             overhead_report(&c, &r, exe, x);

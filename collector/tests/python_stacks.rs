@@ -4,33 +4,15 @@
 //! 3.11 is required; 3.12 and 3.13 are skipped with a message when absent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const VERSIONS: &[(&str, bool)] = &[("3.11", true), ("3.12", false), ("3.13", false)];
+use common::{collector_so, env_cpu_plugin, env_python, trace_in};
 
-/// The collector cdylib cargo built for this test run: `cargo test` leaves it in `deps/` beside
-/// the test binary (the copy in `target/<profile>/` is refreshed only by `cargo build`, so it
-/// may be stale and is only a fallback).
-fn collector_so() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let candidates = [
-        deps.join("libtpuscope_collector.so"),
-        deps.parent().unwrap().join("libtpuscope_collector.so"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "the collector cdylib is missing (looked at {candidates:?}); \
-                 build it with `cargo build -p tpuscope-collector`"
-            )
-        })
-}
+const VERSIONS: &[(&str, bool)] = &[("3.11", true), ("3.12", false), ("3.13", false)];
 
 /// `python3.X`: $TPUSCOPE_PYTHON3X, else pyenv's `/root/.pyenv/versions/3.X.*`, else PATH.
 fn find_python(minor: &str) -> Option<PathBuf> {
@@ -214,50 +196,6 @@ fn capture_cost_per_stack() {
     }
 }
 
-fn envs_root() -> PathBuf {
-    std::env::var_os("TPUSCOPE_ENVS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/tpuscope/envs")
-        })
-}
-
-/// A test env's interpreter (`scripts/setup-envs.sh <env>`); the test fails without it.
-fn env_python(env: &str) -> PathBuf {
-    let py = envs_root().join(env).join("bin/python");
-    assert!(
-        py.is_file(),
-        "the {env} test env is missing ({}): run scripts/setup-envs.sh {env}",
-        py.display()
-    );
-    py
-}
-
-fn jax_python() -> PathBuf {
-    env_python("jax")
-}
-
-/// The XLA CPU plugin installed in a test env (lammps-jax-pjrt-cpu).
-fn env_cpu_plugin(env: &str) -> PathBuf {
-    let lib = envs_root().join(env).join("lib");
-    std::fs::read_dir(&lib)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|py| {
-            py.path()
-                .join("site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so")
-        })
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "the XLA CPU plugin is missing from the {env} env (under {}): run \
-                 scripts/setup-envs.sh {env}",
-                lib.display()
-            )
-        })
-}
-
 #[test]
 fn agent_wraps_jax_compile_requests() {
     let so = collector_so();
@@ -267,7 +205,7 @@ fn agent_wraps_jax_compile_requests() {
     let trace = dir.path().join("t.tps");
     let names = format!("tpuscope:{}", so.display());
     let (out, err) = run_with(
-        &jax_python(),
+        &env_python("jax"),
         &[script("agent_jax.py").to_str().unwrap()],
         &[
             ("PYTHONPATH", agent.to_str().unwrap()),
@@ -465,18 +403,6 @@ fn sitecustomize_chains_never_raises_and_is_cheap() {
         .unwrap();
     println!("sitecustomize + agent start-up: {us} us");
     assert!(us < 50_000, "sitecustomize took {us} us");
-}
-
-/// The one trace a run wrote into `dir`, decoded.
-fn trace_in(dir: &Path) -> tpuscope_core::reader::Trace {
-    let files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "tps"))
-        .collect();
-    assert_eq!(files.len(), 1, "traces in {}: {files:?}", dir.display());
-    tpuscope_core::reader::read_trace_file(&files[0]).unwrap()
 }
 
 fn frontend_of(t: &tpuscope_core::reader::Trace) -> &str {

@@ -10,16 +10,17 @@
 //! (`~/.cache/tpuscope/envs/jax`, see `scripts/setup-envs.sh`); tests fail when it is absent.
 #![allow(unsafe_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::ffi::c_void;
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::ffi::{OsStr, c_void};
+use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
-use tpuscope_collector::ffi::pjrt::driver::{
-    Driver, ExecuteWith, OptionValue, SINGLE_DEVICE_COMPILE_OPTIONS,
-};
+use common::{collector_so, cpu_client, cpu_plugin, env_python, load_api, run_self, trace_in};
+use tpuscope_collector::ffi::pjrt::driver::{Driver, ExecuteWith, SINGLE_DEVICE_COMPILE_OPTIONS};
 use tpuscope_collector::ffi::pjrt::{
     AsyncH2dDestroyArgs, AsyncH2dRetrieveBufferArgs, AsyncH2dTransferDataArgs,
     BufferCopyRawToHostArgs, BufferExternalReferenceCountArgs, BufferIsOnCpuArgs,
@@ -31,94 +32,29 @@ use tpuscope_core::event::{Direction, MemoryOrigin, Record, Transfer};
 
 const SCENARIO_ENV: &str = "TPUSCOPE_TRANSFERS_SCENARIO";
 
-fn envs_root() -> PathBuf {
-    std::env::var_os("TPUSCOPE_ENVS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/tpuscope/envs")
-        })
-}
-
-fn find_in_env(env: &str, pkg_dir: &str, file: &str) -> Option<PathBuf> {
-    let lib = envs_root().join(env).join("lib");
-    for py in std::fs::read_dir(lib).ok()?.flatten() {
-        let p = py.path().join("site-packages").join(pkg_dir).join(file);
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    None
-}
-
-fn cpu_plugin() -> PathBuf {
-    if let Some(p) = std::env::var_os("TPUSCOPE_TEST_CPU_PLUGIN") {
-        return PathBuf::from(p);
-    }
-    find_in_env("jax", "lammps_jax_pjrt_cpu", "pjrt_c_api_cpu_plugin.so").unwrap_or_else(|| {
-        panic!(
-            "the XLA CPU plugin is missing: set TPUSCOPE_TEST_CPU_PLUGIN to \
-             pjrt_c_api_cpu_plugin.so (pip package lammps-jax-pjrt-cpu==0.11.2) or run \
-             scripts/setup-envs.sh jax"
-        )
-    })
-}
-
-/// The collector cdylib cargo built for this test run (`deps/` beside the test binary; the copy
-/// in `target/<profile>/` is a fallback that `cargo build` refreshes).
-fn collector_so() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let candidates = [
-        deps.join("libtpuscope_collector.so"),
-        deps.parent().unwrap().join("libtpuscope_collector.so"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "the collector cdylib is missing (looked at {candidates:?}); \
-                 build it with `cargo build -p tpuscope-collector`"
-            )
-        })
-}
-
 // ------------------------------------------------------------- parent side
 
 /// Runs `scenario` in a child process with the collector configured; returns the trace.
 fn run_scenario(scenario: &str) -> tpuscope_core::Trace {
     let out = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let res = Command::new(exe)
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO_ENV, scenario)
-        .env("TPUSCOPE_REAL_PLUGIN", cpu_plugin())
-        .env("TPUSCOPE_OUT", out.path())
-        .env("TPUSCOPE_MEMORY_INTERVAL_MS", "5")
-        .env("TPUSCOPE_QUIET", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&res.stdout);
-    let stderr = String::from_utf8_lossy(&res.stderr);
-    println!("--- child {scenario} stdout\n{stdout}\n--- child stderr\n{stderr}");
-    assert!(
-        res.status.success(),
-        "child {scenario} failed: {}",
-        res.status
+    let plugin = cpu_plugin();
+    let (stdout, stderr) = run_self(
+        scenario,
+        &["--exact", "child", "--nocapture", "--test-threads=1"],
+        [
+            (SCENARIO_ENV, OsStr::new(scenario)),
+            ("TPUSCOPE_REAL_PLUGIN", plugin.as_os_str()),
+            ("TPUSCOPE_OUT", out.path().as_os_str()),
+            ("TPUSCOPE_MEMORY_INTERVAL_MS", OsStr::new("5")),
+        ],
     );
+    println!("--- child {scenario} stdout\n{stdout}\n--- child stderr\n{stderr}");
     read_single_trace(out.path())
 }
 
+/// The one trace in `dir`, which must have its end record.
 fn read_single_trace(dir: &Path) -> tpuscope_core::Trace {
-    let traces: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "tps"))
-        .collect();
-    assert_eq!(traces.len(), 1, "expected one trace in {dir:?}: {traces:?}");
-    let t = tpuscope_core::read_trace_file(&traces[0]).unwrap();
+    let t = trace_in(dir);
     assert!(t.end.is_some(), "the trace has no end record");
     t
 }
@@ -129,7 +65,7 @@ fn transfers(t: &tpuscope_core::Trace, dir: Direction) -> Vec<&Transfer> {
         .events
         .iter()
         .filter_map(|r| match r {
-            Record::Transfer(x) if x.direction == dir as i32 => Some(x),
+            Record::Transfer(x) if x.direction == dir as i32 => Some(&**x),
             _ => None,
         })
         .collect();
@@ -358,11 +294,7 @@ fn many_reads_count_once_each() {
 
 #[test]
 fn jax_host_reads_are_d2h_syncs() {
-    let python = envs_root().join("jax/bin/python");
-    assert!(
-        python.is_file(),
-        "the jax test env is missing ({python:?}): run scripts/setup-envs.sh jax"
-    );
+    let python = env_python("jax");
     const K: usize = 5;
     let script = format!(
         r#"
@@ -447,24 +379,10 @@ print("ok", vals)
 
 // -------------------------------------------------------------- child side
 
-type GetPjrtApi = unsafe extern "C" fn() -> *const PjrtApi;
-
 /// The collector's table (loading the collector, which loads the real plugin).
 fn collector_api() -> &'static PjrtApi {
     static API: OnceLock<usize> = OnceLock::new();
-    let p = *API.get_or_init(|| {
-        let path = collector_so();
-        // SAFETY: loading the collector runs its initializers; leaked (never unloaded).
-        unsafe {
-            let lib = Box::leak(Box::new(
-                libloading::Library::new(&path).unwrap_or_else(|e| panic!("dlopen {path:?}: {e}")),
-            ));
-            let get: libloading::Symbol<GetPjrtApi> = lib.get(b"GetPjrtApi\0").expect("GetPjrtApi");
-            let api = get();
-            assert!(!api.is_null(), "GetPjrtApi returned NULL");
-            api as usize
-        }
-    });
+    let p = *API.get_or_init(|| load_api(&collector_so()) as *const PjrtApi as usize);
     // SAFETY: the collector's table lives for the process.
     unsafe { &*(p as *const PjrtApi) }
 }
@@ -507,9 +425,7 @@ fn child_transfers_and_memory() {
     let api = collector_api();
     // SAFETY: the table lives for the process.
     let d = unsafe { Driver::new(api) }.unwrap();
-    let client = d
-        .client_create(&[("cpu_device_count", OptionValue::Int(2))])
-        .unwrap();
+    let client = cpu_client(&d, 2);
     let pause = || std::thread::sleep(Duration::from_millis(80));
     // SAFETY: every handle below comes from this client and stays live until destroyed.
     unsafe {
@@ -568,9 +484,7 @@ fn child_async_h2d() {
     let api = collector_api();
     // SAFETY: the table lives for the process.
     let d = unsafe { Driver::new(api) }.unwrap();
-    let client = d
-        .client_create(&[("cpu_device_count", OptionValue::Int(1))])
-        .unwrap();
+    let client = cpu_client(&d, 1);
     // SAFETY: every handle below comes from this client and stays live until destroyed.
     unsafe {
         let devs = d.addressable_devices(client).unwrap();
@@ -651,9 +565,7 @@ fn child_many_reads() {
     let real = load_real_plugin();
     // SAFETY: the tables live for the process.
     let (d, rd) = unsafe { (Driver::new(api).unwrap(), Driver::new(real).unwrap()) };
-    let client = d
-        .client_create(&[("cpu_device_count", OptionValue::Int(1))])
-        .unwrap();
+    let client = cpu_client(&d, 1);
     // SAFETY: every handle below comes from this client and stays live until destroyed.
     unsafe {
         let devs = d.addressable_devices(client).unwrap();
@@ -799,9 +711,7 @@ fn child_reads_and_waits() {
     let api = collector_api();
     // SAFETY: the table lives for the process.
     let d = unsafe { Driver::new(api) }.unwrap();
-    let client = d
-        .client_create(&[("cpu_device_count", OptionValue::Int(1))])
-        .unwrap();
+    let client = cpu_client(&d, 1);
     // SAFETY: every handle below comes from this client and stays live until destroyed.
     unsafe {
         let devs = d.addressable_devices(client).unwrap();
@@ -922,11 +832,5 @@ fn child_reads_and_waits() {
 
 /// The real plugin's own table (the collector loaded the same library; this is the same copy).
 fn load_real_plugin() -> &'static PjrtApi {
-    let path = cpu_plugin();
-    // SAFETY: the library is already loaded by the collector; leaked (never unloaded).
-    unsafe {
-        let lib = Box::leak(Box::new(libloading::Library::new(&path).unwrap()));
-        let get: libloading::Symbol<GetPjrtApi> = lib.get(b"GetPjrtApi\0").unwrap();
-        &*get()
-    }
+    load_api(&cpu_plugin())
 }

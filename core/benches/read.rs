@@ -79,7 +79,7 @@ fn realistic_trace(target_bytes: usize) -> Vec<u8> {
             let h = w
                 .put_blob("input_program", "mlir", &data)
                 .unwrap_or_else(|e| panic!("{e}"));
-            w.write(&Record::Compile(Compile {
+            w.write(&Record::Compile(Box::new(Compile {
                 t_ns: t,
                 thread: 7,
                 dur_ns: 2_000_000_000,
@@ -94,7 +94,7 @@ fn realistic_trace(target_bytes: usize) -> Vec<u8> {
                 num_outputs: 3,
                 num_devices: 1,
                 ..Default::default()
-            }))
+            })))
             .unwrap_or_else(|e| panic!("{e}"));
             programs_done += 1;
         }
@@ -122,7 +122,7 @@ fn realistic_trace(target_bytes: usize) -> Vec<u8> {
                     device_index: 0,
                     error: None,
                 }),
-                7..=8 => Record::Transfer(Transfer {
+                7..=8 => Record::Transfer(Box::new(Transfer {
                     t_ns: t,
                     thread: 7,
                     dur_ns: 5_000 + r % 50_000,
@@ -145,15 +145,15 @@ fn realistic_trace(target_bytes: usize) -> Vec<u8> {
                     stack,
                     buffer_id: r >> 16,
                     error: None,
-                }),
-                _ => Record::Memory(Memory {
+                })),
+                _ => Record::Memory(Box::new(Memory {
                     t_ns: t,
                     device: 0,
                     origin: MemoryOrigin::LiveBuffers as i32,
                     bytes_in_use: (r % (1 << 30)) as i64,
                     live_buffers: Some((r % 1000) as i64),
                     ..Default::default()
-                }),
+                })),
             };
             w.write(&rec).unwrap_or_else(|e| panic!("{e}"));
         }

@@ -638,23 +638,26 @@ impl RecordKind {
 }
 
 /// One decoded record.
+///
+/// The large messages are boxed so a `Record` stays small (about 100 bytes): the collector queues
+/// records by value, and the common ones (executes, syncs) are small.
 #[derive(Clone, PartialEq)]
 pub enum Record {
-    Manifest(Manifest),
+    Manifest(Box<Manifest>),
     StringDef(StringDef),
     StackDef(StackDef),
     Blob(Blob),
-    Client(Client),
-    Compile(Compile),
-    Load(Load),
+    Client(Box<Client>),
+    Compile(Box<Compile>),
+    Load(Box<Load>),
     Execute(Execute),
     ExecuteComplete(ExecuteComplete),
     ExecuteSummary(ExecuteSummary),
-    Transfer(Transfer),
+    Transfer(Box<Transfer>),
     Sync(Sync),
-    CacheStore(CacheStore),
-    CacheLoad(CacheLoad),
-    Memory(Memory),
+    CacheStore(Box<CacheStore>),
+    CacheLoad(Box<CacheLoad>),
+    Memory(Box<Memory>),
     Step(Step),
     Clock(Clock),
     Error(ErrorEvent),
@@ -721,23 +724,23 @@ impl Record {
     /// Decodes a payload of a known kind.
     pub fn decode_payload(kind: RecordKind, payload: &[u8]) -> Result<Record, prost::DecodeError> {
         Ok(match kind {
-            RecordKind::Manifest => Record::Manifest(Manifest::decode(payload)?),
+            RecordKind::Manifest => Record::Manifest(Box::new(Manifest::decode(payload)?)),
             RecordKind::StringDef => Record::StringDef(StringDef::decode(payload)?),
             RecordKind::StackDef => Record::StackDef(StackDef::decode(payload)?),
             RecordKind::Blob => Record::Blob(Blob::decode(payload)?),
-            RecordKind::Client => Record::Client(Client::decode(payload)?),
-            RecordKind::Compile => Record::Compile(Compile::decode(payload)?),
-            RecordKind::Load => Record::Load(Load::decode(payload)?),
+            RecordKind::Client => Record::Client(Box::new(Client::decode(payload)?)),
+            RecordKind::Compile => Record::Compile(Box::new(Compile::decode(payload)?)),
+            RecordKind::Load => Record::Load(Box::new(Load::decode(payload)?)),
             RecordKind::Execute => Record::Execute(Execute::decode(payload)?),
             RecordKind::ExecuteComplete => {
                 Record::ExecuteComplete(ExecuteComplete::decode(payload)?)
             }
             RecordKind::ExecuteSummary => Record::ExecuteSummary(ExecuteSummary::decode(payload)?),
-            RecordKind::Transfer => Record::Transfer(Transfer::decode(payload)?),
+            RecordKind::Transfer => Record::Transfer(Box::new(Transfer::decode(payload)?)),
             RecordKind::Sync => Record::Sync(Sync::decode(payload)?),
-            RecordKind::CacheStore => Record::CacheStore(CacheStore::decode(payload)?),
-            RecordKind::CacheLoad => Record::CacheLoad(CacheLoad::decode(payload)?),
-            RecordKind::Memory => Record::Memory(Memory::decode(payload)?),
+            RecordKind::CacheStore => Record::CacheStore(Box::new(CacheStore::decode(payload)?)),
+            RecordKind::CacheLoad => Record::CacheLoad(Box::new(CacheLoad::decode(payload)?)),
+            RecordKind::Memory => Record::Memory(Box::new(Memory::decode(payload)?)),
             RecordKind::Step => Record::Step(Step::decode(payload)?),
             RecordKind::Clock => Record::Clock(Clock::decode(payload)?),
             RecordKind::Error => Record::Error(ErrorEvent::decode(payload)?),

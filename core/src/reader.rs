@@ -440,7 +440,7 @@ fn absorb(trace: &mut Trace, r: Record) {
     match r {
         Record::Manifest(m) => {
             if trace.manifest.is_none() {
-                trace.manifest = Some(m);
+                trace.manifest = Some(*m);
             }
         }
         Record::StringDef(s) => {
@@ -455,7 +455,7 @@ fn absorb(trace: &mut Trace, r: Record) {
         Record::End(e) => trace.end = Some(e),
         Record::Client(c) => {
             if trace.client.is_none() {
-                trace.client = Some(c.clone());
+                trace.client = Some((*c).clone());
             }
             trace.events.push(Record::Client(c));
         }

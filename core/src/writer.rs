@@ -2,15 +2,17 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use crate::event::{Blob, Frame, Manifest, Note, Record, StackDef, StackId, StringDef, StringId};
 use crate::format;
 
-/// A frame of a stack before interning: file, function, line.
+/// A frame of a stack before interning: file, function, line. Names are shared (`Arc<str>`): a
+/// stack capture copies a code object's cached names instead of allocating them per frame.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RawFrame {
-    pub file: String,
-    pub function: String,
+    pub file: Arc<str>,
+    pub function: Arc<str>,
     pub line: u32,
 }
 
@@ -19,6 +21,10 @@ pub struct RawFrame {
 pub struct TraceWriter<W: Write> {
     out: W,
     strings: HashMap<String, StringId>,
+    /// Ids of frame names by the address of their shared text: a frame's name is usually the
+    /// same `Arc` every time, so this skips hashing the text. The `Arc` is kept, so its address
+    /// cannot be reused for other text while it is here.
+    shared: HashMap<usize, (Arc<str>, StringId)>,
     stacks: HashMap<Vec<Frame>, StackId>,
     blobs: HashMap<u64, ()>,
     payload: Vec<u8>,
@@ -45,6 +51,7 @@ impl<W: Write> TraceWriter<W> {
         let mut w = TraceWriter {
             out,
             strings: HashMap::new(),
+            shared: HashMap::new(),
             stacks: HashMap::new(),
             blobs: HashMap::new(),
             payload: Vec::with_capacity(256),
@@ -52,7 +59,7 @@ impl<W: Write> TraceWriter<W> {
             bytes_written: header.len() as u64,
             records_written: 0,
         };
-        w.write(&Record::Manifest(manifest.clone()))?;
+        w.write(&Record::Manifest(Box::new(manifest.clone())))?;
         Ok(w)
     }
 
@@ -106,8 +113,8 @@ impl<W: Write> TraceWriter<W> {
         let mut interned = Vec::with_capacity(frames.len());
         for f in frames {
             interned.push(Frame {
-                file: self.intern_string(&f.file)?,
-                function: self.intern_string(&f.function)?,
+                file: self.intern_shared(&f.file)?,
+                function: self.intern_shared(&f.function)?,
                 line: f.line,
             });
         }
@@ -120,6 +127,21 @@ impl<W: Write> TraceWriter<W> {
             frames: interned.clone(),
         }))?;
         self.stacks.insert(interned, id);
+        Ok(id)
+    }
+
+    /// `intern_string` for a frame name, looked up by the address of its shared text first.
+    fn intern_shared(&mut self, text: &Arc<str>) -> io::Result<StringId> {
+        /// Names remembered by address at most (each keeps its text alive).
+        const MAX_SHARED: usize = 1 << 14;
+        let key = Arc::as_ptr(text).cast::<u8>() as usize;
+        if let Some(&(_, id)) = self.shared.get(&key) {
+            return Ok(id);
+        }
+        let id = self.intern_string(text)?;
+        if self.shared.len() < MAX_SHARED {
+            self.shared.insert(key, (Arc::clone(text), id));
+        }
         Ok(id)
     }
 

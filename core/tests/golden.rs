@@ -157,7 +157,7 @@ fn all_kinds_golden_reads_exactly() {
         .events
         .iter()
         .filter_map(|r| match r {
-            Record::Transfer(x) => Some(x),
+            Record::Transfer(x) => Some(&**x),
             _ => None,
         })
         .collect();
@@ -170,7 +170,7 @@ fn all_kinds_golden_reads_exactly() {
         .events
         .iter()
         .filter_map(|r| match r {
-            Record::CacheLoad(x) => Some(x),
+            Record::CacheLoad(x) => Some(&**x),
             _ => None,
         })
         .collect();
@@ -182,7 +182,7 @@ fn all_kinds_golden_reads_exactly() {
         .events
         .iter()
         .filter_map(|r| match r {
-            Record::Memory(x) => Some(x),
+            Record::Memory(x) => Some(&**x),
             _ => None,
         })
         .collect();

@@ -78,10 +78,7 @@ fn all_instructions(
 
 /// The first op at or downstream of `id` (within its computation) that carries a stack frame:
 /// constants themselves have no metadata after optimization, their users do.
-fn first_user_with_stack(
-    comp: &HloComputationProto,
-    id: i64,
-) -> Option<&HloInstructionProto> {
+fn first_user_with_stack(comp: &HloComputationProto, id: i64) -> Option<&HloInstructionProto> {
     let mut frontier = vec![id];
     let mut seen = std::collections::HashSet::new();
     while let Some(cur) = frontier.pop() {

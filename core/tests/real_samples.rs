@@ -25,7 +25,7 @@ fn compiles(t: &Trace) -> Vec<&tpuscope_core::event::Compile> {
         .iter()
         .filter_map(|r| {
             if let Record::Compile(c) = r {
-                Some(c)
+                Some(&**c)
             } else {
                 None
             }

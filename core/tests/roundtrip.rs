@@ -23,12 +23,12 @@ fn sample() -> Vec<u8> {
         .unwrap();
     let h = w.put_blob("input_program", "hlo", b"abc").unwrap();
     for i in 0..10u64 {
-        w.write(&Record::Compile(Compile {
+        w.write(&Record::Compile(Box::new(Compile {
             t_ns: i,
             program_hash: h,
             stack: st,
             ..Default::default()
-        }))
+        })))
         .unwrap();
     }
     w.write(&Record::End(End {

@@ -19,11 +19,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tpuscope_core::RawFrame;
 use tpuscope_core::event::{
-    CacheLoad, CacheStore, Client, Compile, CompiledMemoryStats, DeviceInfo, ErrorEvent, ErrorInfo,
-    Execute, ExecuteComplete, KeyValue, Load, Record,
+    CacheLoad, CacheStore, Client, Compile, CompiledMemoryStats, DeviceInfo, ErrorInfo, Execute,
+    ExecuteComplete, KeyValue, Load, Record,
 };
 use tpuscope_core::writer::blob_hash;
 
+use super::common::{real_slot, record_error, timed};
 use super::pjrt::driver::{Driver, slice_of};
 use super::pjrt::{
     self, BufferDestroyArgs, ClientCompileArgs, ClientCreateArgs, ClientLoadArgs, CompileArgs,
@@ -113,30 +114,6 @@ unsafe fn copy_args<A: PjrtArgs>(p: *const A) -> A {
 unsafe fn bytes<'a>(p: *const std::ffi::c_char, n: usize) -> &'a [u8] {
     // SAFETY: forwarded caller guarantee.
     unsafe { slice_of(p.cast::<u8>(), n) }
-}
-
-/// An `ErrorEvent` for a non-NULL error, and its code and message for the call's own record. The
-/// error object itself is left to the caller.
-fn record_error(api: &str, err: *mut PjrtError, stack: Option<Vec<RawFrame>>) -> Option<ErrorInfo> {
-    if err.is_null() {
-        return None;
-    }
-    // SAFETY: `err` was just returned by the real plugin and the caller has not seen it yet.
-    let st = unsafe { read_error(err) }?;
-    let mut ev = Event::new(Record::Error(ErrorEvent {
-        t_ns: now_ns(),
-        thread: recorder::thread_id(),
-        api: api.to_string(),
-        code: st.code,
-        message: st.message.clone(),
-        stack: 0,
-    }));
-    ev.stack = stack;
-    recorder::record(ev);
-    Some(ErrorInfo {
-        code: st.code,
-        message: st.message,
-    })
 }
 
 /// Hands bytes to the writer as a blob, copying them only the first time their hash is seen.
@@ -271,9 +248,7 @@ unsafe fn describe_loaded(
 
 /// `PJRT_Client_Create`: drops the configured create options, then records the client.
 unsafe extern "C" fn client_create(args: *mut ClientCreateArgs) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.client_create) else {
-        return ptr::null_mut();
-    };
+    let f = real_slot!(client_create);
     let drop_names = &session::config().drop_create_options;
     if drop_names.is_empty() && !recording() {
         // SAFETY: forwarding the caller's args unchanged.
@@ -399,7 +374,7 @@ unsafe fn after_client_create(args: *mut ClientCreateArgs, err: *mut PjrtError, 
             client_id: client as u64,
         }
     };
-    recorder::record(Event::new(Record::Client(ev)));
+    recorder::record(Event::new(Record::Client(Box::new(ev))));
     super::memory::on_client_created(client);
 }
 
@@ -441,163 +416,113 @@ unsafe fn describe_input(
 
 /// `PJRT_Client_Compile`.
 unsafe extern "C" fn client_compile(args: *mut ClientCompileArgs) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.client_compile) else {
-        return ptr::null_mut();
-    };
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    // SAFETY: the caller's args stay valid for this call.
-    guard(|| unsafe { after_client_compile(args, err, t0, t1) });
-    err
-}
-
-/// # Safety
-/// `args` must be the caller's valid args; on success `args.executable` is live.
-unsafe fn after_client_compile(
-    args: *mut ClientCompileArgs,
-    err: *mut PjrtError,
-    t0: u64,
-    t1: u64,
-) {
-    let stack = request_stack();
-    let error = record_error(API_CLIENT_COMPILE, err, stack.clone());
-    let mut blobs = Vec::new();
-    // SAFETY: caller guarantee.
-    let a = unsafe { &*args };
-    // SAFETY: program and options are valid for the call.
-    let (program_format, program_size, program_hash, options_hash) = unsafe {
-        describe_input(
-            a.program,
-            a.compile_options,
-            a.compile_options_size,
-            &mut blobs,
-        )
-    };
-    let (info, num_devices, executable_id) = match (error.is_none(), real_driver()) {
-        // SAFETY: the compile succeeded, so the executable is live.
-        (true, Some(d)) if !a.executable.is_null() => {
-            let (info, n) = unsafe { describe_loaded(&d, a.executable, &mut blobs) };
-            remember_outputs(a.executable, info.num_outputs);
-            (info, n, a.executable as u64)
+    let f = real_slot!(client_compile);
+    let record = |a: &ClientCompileArgs, err, t0: u64, t1: u64| {
+        let exe = a.executable;
+        let input = (a.program, a.compile_options, a.compile_options_size);
+        // SAFETY: the caller's program and options, valid for this call; on success `exe` is
+        // the live executable the compile returned.
+        unsafe {
+            record_compile(
+                API_CLIENT_COMPILE,
+                input,
+                exe as u64,
+                err,
+                (t0, t1),
+                |d, blobs| {
+                    let (info, n) = describe_loaded(d, exe, blobs);
+                    remember_outputs(exe, info.num_outputs);
+                    (info, n)
+                },
+            )
         }
-        _ => (ExecutableInfo::default(), 0, 0),
     };
-    let mut ev = Event::new(Record::Compile(Compile {
-        t_ns: t0,
-        thread: recorder::thread_id(),
-        dur_ns: t1.saturating_sub(t0),
-        api: API_CLIENT_COMPILE.to_string(),
-        program_format,
-        program_size,
-        program_hash,
-        options_hash,
-        executable_name: info.name,
-        fingerprint: info.fingerprint,
-        optimized_hash: info.optimized_hash,
-        optimized_format: info.optimized_format,
-        memory: info.memory,
-        error,
-        stack: 0,
-        executable_id,
-        num_outputs: info.num_outputs,
-        num_devices,
-    }));
-    ev.stack = stack;
-    ev.blobs = blobs;
-    recorder::record(ev);
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, || {}, record) }
 }
 
 /// `PJRT_Compile` (compile-only, against a topology).
 unsafe extern "C" fn compile(args: *mut CompileArgs) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.compile) else {
-        return ptr::null_mut();
+    let f = real_slot!(compile);
+    let record = |a: &CompileArgs, err, t0: u64, t1: u64| {
+        let exe = a.executable;
+        let input = (a.program, a.compile_options, a.compile_options_size);
+        // SAFETY: the caller's program and options, valid for this call; on success `exe` is
+        // the live executable the compile returned.
+        unsafe {
+            record_compile(API_COMPILE, input, exe as u64, err, (t0, t1), |d, blobs| {
+                let info = describe_executable(d, exe, blobs);
+                let n = info.num_devices;
+                (info, n)
+            })
+        }
     };
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    // SAFETY: the caller's args stay valid for this call.
-    guard(|| unsafe { after_compile(args, err, t0, t1) });
-    err
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, || {}, record) }
 }
 
+/// Records a compile (`api`, timed `t0`..`t1`) that returned `err`: its input program and
+/// options, and — when it succeeded — the executable `exe_id` and what `describe` learns about
+/// it from the plugin (its info and device count).
+///
 /// # Safety
-/// `args` must be the caller's valid args; on success `args.executable` is live.
-unsafe fn after_compile(args: *mut CompileArgs, err: *mut PjrtError, t0: u64, t1: u64) {
+/// `input` (program, options, options size) must be valid for the call; `describe` is only
+/// called when the compile succeeded and `exe_id` is not 0, so the executable is live.
+unsafe fn record_compile(
+    api: &'static str,
+    input: (*const Program, *const std::ffi::c_char, usize),
+    exe_id: u64,
+    err: *mut PjrtError,
+    (t0, t1): (u64, u64),
+    describe: impl FnOnce(&Driver, &mut Vec<BlobData>) -> (ExecutableInfo, u32),
+) {
     let stack = request_stack();
-    let error = record_error(API_COMPILE, err, stack.clone());
+    let error = record_error(api, err, stack.as_deref());
     let mut blobs = Vec::new();
+    let (program, opts, opts_len) = input;
     // SAFETY: caller guarantee.
-    let a = unsafe { &*args };
-    // SAFETY: program and options are valid for the call.
-    let (program_format, program_size, program_hash, options_hash) = unsafe {
-        describe_input(
-            a.program,
-            a.compile_options,
-            a.compile_options_size,
-            &mut blobs,
-        )
+    let (program_format, program_size, program_hash, options_hash) =
+        unsafe { describe_input(program, opts, opts_len, &mut blobs) };
+    let ok = error.is_none() && exe_id != 0;
+    let (info, num_devices) = match real_driver() {
+        Some(d) if ok => describe(&d, &mut blobs),
+        _ => (ExecutableInfo::default(), 0),
     };
-    let info = match (error.is_none(), real_driver()) {
-        // SAFETY: the compile succeeded, so the executable is live.
-        (true, Some(d)) if !a.executable.is_null() => unsafe {
-            describe_executable(&d, a.executable, &mut blobs)
-        },
-        _ => ExecutableInfo::default(),
-    };
-    let mut ev = Event::new(Record::Compile(Compile {
-        t_ns: t0,
-        thread: recorder::thread_id(),
-        dur_ns: t1.saturating_sub(t0),
-        api: API_COMPILE.to_string(),
-        program_format,
-        program_size,
-        program_hash,
-        options_hash,
-        executable_name: info.name,
-        fingerprint: info.fingerprint,
-        optimized_hash: info.optimized_hash,
-        optimized_format: info.optimized_format,
-        memory: info.memory,
-        error,
-        stack: 0,
-        executable_id: a.executable as u64,
-        num_outputs: info.num_outputs,
-        num_devices: info.num_devices,
-    }));
+    let executable_id = if ok { exe_id } else { 0 };
+    let mut ev = Event::named(
+        Record::Compile(Box::new(Compile {
+            t_ns: t0,
+            thread: recorder::thread_id(),
+            dur_ns: t1.saturating_sub(t0),
+            api: String::new(),
+            program_format,
+            program_size,
+            program_hash,
+            options_hash,
+            executable_name: info.name,
+            fingerprint: info.fingerprint,
+            optimized_hash: info.optimized_hash,
+            optimized_format: info.optimized_format,
+            memory: info.memory,
+            error,
+            stack: 0,
+            executable_id,
+            num_outputs: info.num_outputs,
+            num_devices,
+        })),
+        api,
+    );
     ev.stack = stack;
-    ev.blobs = blobs;
+    ev.set_blobs(blobs);
     recorder::record(ev);
 }
 
 /// `PJRT_Client_Load` (0.95+): a compile-only executable loaded onto a client.
 unsafe extern "C" fn client_load(args: *mut ClientLoadArgs) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.client_load) else {
-        return ptr::null_mut();
-    };
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
+    let f = real_slot!(client_load);
+    let record = |a: &ClientLoadArgs, err, t0: u64, t1: u64| {
         let stack = request_stack();
-        let error = record_error(API_CLIENT_LOAD, err, stack.clone());
-        // SAFETY: the caller's args stay valid for this call.
-        let a = unsafe { &*args };
+        let error = record_error(API_CLIENT_LOAD, err, stack.as_deref());
         let executable_name = match real_driver() {
             // SAFETY: the source executable is the caller's and live during the call.
             Some(d) if !a.executable.is_null() => {
@@ -610,7 +535,7 @@ unsafe extern "C" fn client_load(args: *mut ClientLoadArgs) -> *mut PjrtError {
         } else {
             0
         };
-        let mut ev = Event::new(Record::Load(Load {
+        let mut ev = Event::new(Record::Load(Box::new(Load {
             t_ns: t0,
             thread: recorder::thread_id(),
             dur_ns: t1.saturating_sub(t0),
@@ -619,20 +544,19 @@ unsafe extern "C" fn client_load(args: *mut ClientLoadArgs) -> *mut PjrtError {
             error,
             stack: 0,
             source_executable_id: a.executable as u64,
-        }));
+        })));
         ev.stack = stack;
         recorder::record(ev);
-    });
-    err
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, || {}, record) }
 }
 
 // ------------------------------------------------------------------ execute
 
 /// `PJRT_LoadedExecutable_Execute`.
 unsafe extern "C" fn execute(args: *mut LoadedExecutableExecuteArgs) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.loaded_executable_execute) else {
-        return ptr::null_mut();
-    };
+    let f = real_slot!(loaded_executable_execute);
     // SAFETY: `args` is the caller's valid Args struct; `options` is NULL or valid.
     let short_options = unsafe {
         let o = (*args).options;
@@ -1034,9 +958,7 @@ unsafe fn track_outputs(a: &LoadedExecutableExecuteArgs) {
 unsafe extern "C" fn loaded_executable_destroy(
     args: *mut LoadedExecutableDestroyArgs,
 ) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.loaded_executable_destroy) else {
-        return ptr::null_mut();
-    };
+    let f = real_slot!(loaded_executable_destroy);
     if recording() {
         // SAFETY: the caller's args are valid.
         let exe = unsafe { (*args).executable };
@@ -1069,25 +991,13 @@ unsafe extern "C" fn buffer_destroy(args: *mut BufferDestroyArgs) -> *mut PjrtEr
 
 /// `PJRT_Executable_Serialize`: a persistent-cache store.
 unsafe extern "C" fn executable_serialize(args: *mut ExecutableSerializeArgs) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.executable_serialize) else {
-        return ptr::null_mut();
-    };
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
+    let f = real_slot!(executable_serialize);
+    let record = |a: &ExecutableSerializeArgs, err, t0: u64, t1: u64| {
         let error = record_error(API_SERIALIZE, err, None);
-        // SAFETY: the caller's args stay valid; on success the bytes live until the caller
-        // calls the deleter, after we return.
-        let a = unsafe { &*args };
         let exe = a.executable.cast_mut();
         let (n, hash) = if error.is_none() {
-            // SAFETY: as above.
+            // SAFETY: on success the bytes live until the caller calls their deleter, after
+            // we return.
             let b = unsafe { bytes(a.serialized_bytes, a.serialized_bytes_size) };
             (b.len() as u64, blob_hash(b))
         } else {
@@ -1098,7 +1008,7 @@ unsafe extern "C" fn executable_serialize(args: *mut ExecutableSerializeArgs) ->
             Some(d) if !exe.is_null() => unsafe { d.executable_name(exe) }.unwrap_or_default(),
             _ => String::new(),
         };
-        recorder::record(Event::new(Record::CacheStore(CacheStore {
+        recorder::record(Event::new(Record::CacheStore(Box::new(CacheStore {
             t_ns: t0,
             thread: recorder::thread_id(),
             dur_ns: t1.saturating_sub(t0),
@@ -1107,31 +1017,20 @@ unsafe extern "C" fn executable_serialize(args: *mut ExecutableSerializeArgs) ->
             bytes: n,
             error,
             serialized_hash: hash,
-        })));
-    });
-    err
+        }))));
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, || {}, record) }
 }
 
 /// `PJRT_Executable_DeserializeAndLoad`: a persistent-cache load.
 unsafe extern "C" fn deserialize_and_load(
     args: *mut ExecutableDeserializeAndLoadArgs,
 ) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.executable_deserialize_and_load) else {
-        return ptr::null_mut();
-    };
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
+    let f = real_slot!(executable_deserialize_and_load);
+    let record = |a: &ExecutableDeserializeAndLoadArgs, err, t0: u64, t1: u64| {
         let stack = request_stack();
-        let error = record_error(API_DESERIALIZE, err, stack.clone());
-        // SAFETY: the caller's args stay valid for this call.
-        let a = unsafe { &*args };
+        let error = record_error(API_DESERIALIZE, err, stack.as_deref());
         // SAFETY: the serialized bytes are the caller's, valid for the call.
         let input = unsafe { bytes(a.serialized_executable, a.serialized_executable_size) };
         let mut blobs = Vec::new();
@@ -1145,7 +1044,7 @@ unsafe extern "C" fn deserialize_and_load(
             }
             _ => ExecutableInfo::default(),
         };
-        let mut ev = Event::new(Record::CacheLoad(CacheLoad {
+        let mut ev = Event::new(Record::CacheLoad(Box::new(CacheLoad {
             t_ns: t0,
             thread: recorder::thread_id(),
             dur_ns: t1.saturating_sub(t0),
@@ -1157,12 +1056,13 @@ unsafe extern "C" fn deserialize_and_load(
             serialized_hash: blob_hash(input),
             stack: 0,
             optimized_hash: info.optimized_hash,
-        }));
+        })));
         ev.stack = stack;
-        ev.blobs = blobs;
+        ev.set_blobs(blobs);
         recorder::record(ev);
-    });
-    err
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, || {}, record) }
 }
 
 #[cfg(test)]

@@ -11,15 +11,16 @@
 //! sample is taken before the trace closes.
 
 use std::collections::HashMap;
-use std::ptr;
+
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tpuscope_core::event::{Memory, MemoryOrigin, Record};
 
+use super::common::real_slot;
 use super::pjrt::{ClientDestroyArgs, DeviceMemoryStatsArgs, PjrtApi, PjrtClient, PjrtError};
-use super::{guard, real, real_driver, recording, set_hook};
+use super::{guard, real_driver, recording, set_hook};
 use crate::live_buffers;
 use crate::recorder::{self, Event, now_ns};
 use crate::session;
@@ -88,9 +89,7 @@ pub(super) fn on_client_created(client: *mut PjrtClient) {
 
 /// `PJRT_Client_Destroy`: forget the client's devices (after any poll in progress), then destroy.
 unsafe extern "C" fn client_destroy(args: *mut ClientDestroyArgs) -> *mut PjrtError {
-    let Some(f) = real().and_then(|a| a.client_destroy) else {
-        return ptr::null_mut();
-    };
+    let f = real_slot!(client_destroy);
     if !recording() {
         // Nothing is sampled then; in a forked child the lock may be held by a thread that
         // does not exist there.
@@ -155,7 +154,9 @@ fn sample_plugin_stats() {
             // SAFETY: the device's client is live: it is removed from CLIENTS (under this lock)
             // before it is destroyed.
             match unsafe { d.memory_stats(dev.ptr as *mut _) } {
-                Ok(s) => recorder::record(Event::new(Record::Memory(plugin_sample(dev.id, &s)))),
+                Ok(s) => recorder::record(Event::new(Record::Memory(Box::new(plugin_sample(
+                    dev.id, &s,
+                ))))),
                 Err(st) => {
                     dev.active = false;
                     let unimplemented = st.code == super::pjrt::error_code::UNIMPLEMENTED;
@@ -207,7 +208,7 @@ fn sample_live_buffers() {
             continue;
         }
         last.insert(u.device, now);
-        recorder::record(Event::new(Record::Memory(Memory {
+        recorder::record(Event::new(Record::Memory(Box::new(Memory {
             t_ns: now_ns(),
             device: u.device,
             origin: MemoryOrigin::LiveBuffers as i32,
@@ -218,6 +219,6 @@ fn sample_live_buffers() {
             largest_alloc_size: None,
             bytes_reserved: None,
             live_buffers: Some(u.live_buffers),
-        })));
+        }))));
     }
 }

@@ -6,6 +6,7 @@
 //! replaces the slots the collector hooks. Extension point: a module that hooks more slots gets an
 //! `install(&mut PjrtApi)` called from `build_table` and sets slots with `set_hook`.
 
+mod common;
 pub mod exports;
 pub mod hooks;
 pub mod memory;

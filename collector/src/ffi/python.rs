@@ -6,14 +6,19 @@
 //! - it released the GIL and is blocked in our hook, so its frame chain cannot change: read the
 //!   interpreter frames straight from its thread state, with per-version layouts (3.11–3.13).
 //!
+//! Both readers take a code object's file and function names (and the line of an instruction
+//! offset seen before) from a per-thread cache keyed on the code object's identity (`CodeCache`),
+//! so a capture mostly copies shared `Arc<str>` names.
+//!
 //! CPython is found at run time with `dlsym(RTLD_DEFAULT)`: the collector never links libpython.
 //! The direct reader is checked against the C-API walker (`selfcheck`, called by the agent with
 //! the GIL held, and once automatically the first time a hook runs with the GIL held); a mismatch
 //! turns it off for the rest of the process.
 
+use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use tpuscope_core::RawFrame;
 
@@ -46,7 +51,8 @@ type PyObj = *mut c_void;
 /// Where the fields the direct reader needs live, for one CPython minor version (x86_64 / LP64).
 /// Offsets were taken from each version's `Include/internal/pycore_frame.h`,
 /// `Include/cpython/pystate.h`, `Include/cpython/code.h` and `Include/cpython/unicodeobject.h`
-/// (measured with `offsetof` against the 3.11.7, 3.12.1 and 3.13.0 headers).
+/// (measured with `offsetof` against the 3.11.7, 3.12.1 and 3.13.0 headers; `co_firstlineno`
+/// and `co_linetable` checked against those interpreters' code objects with ctypes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Layout {
     minor: u32,
@@ -62,6 +68,10 @@ struct Layout {
     f_owner: usize,
     co_filename: usize,
     co_qualname: usize,
+    /// `co_firstlineno` (an int) and `co_linetable` (a bytes object): only part of the name
+    /// cache's key (`CodeKey`), never reported.
+    co_firstlineno: usize,
+    co_linetable: usize,
     co_firsttraceable: usize,
     /// `offsetof(PyCodeObject, co_code_adaptive)`, which is also `PyCode_Type.tp_basicsize`.
     co_units: usize,
@@ -92,6 +102,8 @@ const LAYOUT_311: Layout = Layout {
     f_owner: 69,
     co_filename: 112,
     co_qualname: 128,
+    co_firstlineno: 72,
+    co_linetable: 136,
     co_firsttraceable: 168,
     co_units: 184,
     str_ascii_size: 48,
@@ -109,6 +121,8 @@ const LAYOUT_312: Layout = Layout {
     f_owner: 70,
     co_filename: 112,
     co_qualname: 128,
+    co_firstlineno: 68,
+    co_linetable: 136,
     co_firsttraceable: 176,
     co_units: 192,
     str_ascii_size: 40,
@@ -126,6 +140,8 @@ const LAYOUT_313: Layout = Layout {
     f_owner: 70,
     co_filename: 112,
     co_qualname: 128,
+    co_firstlineno: 68,
+    co_linetable: 136,
     co_firsttraceable: 184,
     co_units: 200,
     str_ascii_size: 40,
@@ -148,6 +164,8 @@ struct Api {
     frame_get_code: unsafe extern "C" fn(PyObj) -> PyObj,
     frame_get_back: unsafe extern "C" fn(PyObj) -> PyObj,
     frame_get_line: unsafe extern "C" fn(PyObj) -> c_int,
+    /// `PyFrame_GetLasti` (3.11+): the frame's instruction offset in bytes, -1 when none.
+    frame_get_lasti: Option<unsafe extern "C" fn(PyObj) -> c_int>,
     addr2line: unsafe extern "C" fn(PyObj, c_int) -> c_int,
     as_utf8: unsafe extern "C" fn(PyObj, *mut isize) -> *const c_char,
     dec_ref: unsafe extern "C" fn(PyObj),
@@ -233,6 +251,10 @@ fn resolve() -> Option<Api> {
             c"PyFrame_GetLineNumber",
             unsafe extern "C" fn(PyObj) -> c_int
         ),
+        frame_get_lasti: sym(c"PyFrame_GetLasti").map(|p| {
+            // SAFETY: `int PyFrame_GetLasti(PyFrameObject *frame)`.
+            unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(PyObj) -> c_int>(p) }
+        }),
         addr2line: func!(
             c"PyCode_Addr2Line",
             unsafe extern "C" fn(PyObj, c_int) -> c_int
@@ -340,12 +362,18 @@ fn debug_offsets_313() -> Option<Layout> {
     let fr_owner = field(27 + 5);
     let co_filename = field(33 + 1);
     let co_qualname = field(33 + 3);
+    let co_linetable = field(33 + 4);
+    let co_firstlineno = field(33 + 5);
     let co_units = field(33 + 9);
     let ob_type = field(43 + 1);
     let str_state = field(66 + 1);
     let str_length = field(66 + 2);
     let ascii_size = field(66 + 3);
     if ob_type != OB_TYPE || str_state != STR_STATE || str_length != STR_LENGTH {
+        return None;
+    }
+    // Fields read from every code object must lie in its fixed part.
+    if co_linetable + 8 > co_units || co_firstlineno + 4 > co_units {
         return None;
     }
     let ours = LAYOUT_313;
@@ -359,6 +387,8 @@ fn debug_offsets_313() -> Option<Layout> {
         f_owner: fr_owner,
         co_filename,
         co_qualname,
+        co_firstlineno,
+        co_linetable,
         co_firsttraceable: co_units.wrapping_sub(ours.co_units - ours.co_firsttraceable),
         co_units,
         str_ascii_size: ascii_size,
@@ -420,13 +450,15 @@ pub fn capture_stack_with(max: usize) -> Result<(Vec<RawFrame>, Path), &'static 
             // An exception is set: C-API calls that fail would overwrite it; the frames cannot
             // change while we hold the GIL, so read them directly.
             // SAFETY: the layout is allowed and this thread's frames are stable.
-            (unsafe { direct_walk(api, tstate, max) }, Path::Direct)
+            let walk = with_code_cache(|c| unsafe { direct_walk(api, tstate, max, c) });
+            (walk, Path::Direct)
         } else {
             if DIRECT_STATE.load(Ordering::Relaxed) == STATE_UNVERIFIED {
                 auto_check(api, tstate);
             }
             // SAFETY: this thread holds the GIL.
-            (unsafe { api_walk(api, max, false) }?, Path::CApi)
+            let walk = with_code_cache(|c| unsafe { api_walk(api, max, false, c) });
+            (walk?, Path::CApi)
         }
     } else {
         if !direct_allowed(api) {
@@ -434,7 +466,8 @@ pub fn capture_stack_with(max: usize) -> Result<(Vec<RawFrame>, Path), &'static 
         }
         // SAFETY: the GIL is released by this thread, which is blocked in our hook: its frame
         // chain and the code objects it references stay alive and unchanged until we return.
-        (unsafe { direct_walk(api, tstate, max) }, Path::Direct)
+        let walk = with_code_cache(|c| unsafe { direct_walk(api, tstate, max, c) });
+        (walk, Path::Direct)
     };
     if stack.0.is_empty() {
         return Err(ERR_NO_FRAMES);
@@ -460,7 +493,7 @@ fn direct_allowed(api: &Api) -> bool {
 }
 
 /// Walks with the C API. `check_offsets` also confirms (self-check only) that the code-object
-/// offsets give the same objects as attribute lookups.
+/// offsets give the same objects as attribute lookups. Names come from `cache` when given.
 ///
 /// # Safety
 /// The calling thread must hold the GIL.
@@ -468,6 +501,7 @@ unsafe fn api_walk(
     api: &Api,
     max: usize,
     check_offsets: bool,
+    mut cache: Option<&mut CodeCache>,
 ) -> Result<Vec<RawFrame>, &'static str> {
     let mut out = Vec::with_capacity(max.min(MAX_FRAMES));
     // SAFETY (whole body): GIL held; the C API is used per its reference rules: PyEval_GetFrame
@@ -478,13 +512,43 @@ unsafe fn api_walk(
         let mut mismatch = false;
         while !frame.is_null() && out.len() < max {
             let code = (api.frame_get_code)(frame);
-            let line = (api.frame_get_line)(frame);
             if !code.is_null() {
-                let (file, func) = code_names_api(api, code, check_offsets, &mut mismatch);
-                out.push(RawFrame {
-                    file,
-                    function: func,
-                    line: line.max(0) as u32,
+                let line_of = || (api.frame_get_line)(frame).max(0) as u32;
+                let known = match (cache.as_deref_mut(), api.layout, api.frame_get_lasti) {
+                    (Some(c), Some(l), Some(get_lasti))
+                        if !check_offsets && rd_usize(code as usize, OB_TYPE) == api.code_type =>
+                    {
+                        let key = CodeKey::read(&l, code as usize);
+                        let e = c.entry(key, || {
+                            (
+                                utf8_api(api, key.filename as PyObj).into(),
+                                utf8_api(api, key.qualname as PyObj).into(),
+                            )
+                        });
+                        let offset = get_lasti(frame) as isize;
+                        if offset < 0 || e.offset != offset {
+                            e.line = line_of();
+                            e.offset = offset;
+                        }
+                        Some(RawFrame {
+                            file: e.file.clone(),
+                            function: e.function.clone(),
+                            line: e.line,
+                        })
+                    }
+                    _ => None,
+                };
+                out.push(match known {
+                    Some(f) => f,
+                    None => {
+                        let (file, function) =
+                            code_names_api(api, code, check_offsets, &mut mismatch);
+                        RawFrame {
+                            file,
+                            function,
+                            line: line_of(),
+                        }
+                    }
                 });
                 (api.dec_ref)(code);
             }
@@ -517,7 +581,7 @@ unsafe fn code_names_api(
     code: PyObj,
     check_offsets: bool,
     mismatch: &mut bool,
-) -> (String, String) {
+) -> (Arc<str>, Arc<str>) {
     // SAFETY: see the function's contract; attribute results are new references, released here.
     unsafe {
         let by_attr = |name: &CStr| -> PyObj { (api.get_attr)(code, name.as_ptr()) };
@@ -536,7 +600,7 @@ unsafe fn code_names_api(
                         }
                     }
                 }
-                (utf8_api(api, file), utf8_api(api, qual))
+                (utf8_api(api, file).into(), utf8_api(api, qual).into())
             }
             _ => {
                 // Unknown layout: attribute lookups work on any version (slower). Before 3.11
@@ -554,7 +618,10 @@ unsafe fn code_names_api(
                     }
                     "?".into()
                 };
-                (attr(&[c"co_filename"]), attr(&[c"co_qualname", c"co_name"]))
+                (
+                    attr(&[c"co_filename"]).into(),
+                    attr(&[c"co_qualname", c"co_name"]).into(),
+                )
             }
         }
     }
@@ -589,12 +656,18 @@ fn utf8_owned(bytes: &[u8]) -> String {
     }
 }
 
-/// Reads the thread's interpreter frames directly.
+/// Reads the thread's interpreter frames directly. Names and line lookups come from `cache` when
+/// given.
 ///
 /// # Safety
 /// `api.layout` matches the running interpreter, and `tstate`'s frames cannot change during the
 /// call (this thread either holds the GIL or released it and is blocked in our hook).
-unsafe fn direct_walk(api: &Api, tstate: PyObj, max: usize) -> Vec<RawFrame> {
+unsafe fn direct_walk(
+    api: &Api,
+    tstate: PyObj,
+    max: usize,
+    mut cache: Option<&mut CodeCache>,
+) -> Vec<RawFrame> {
     let Some(l) = api.layout else {
         return Vec::new();
     };
@@ -632,13 +705,37 @@ unsafe fn direct_walk(api: &Api, tstate: PyObj, max: usize) -> Vec<RawFrame> {
                     && (instr as isize) < (units as isize) + (first as isize) * CODE_UNIT as isize;
                 if !incomplete {
                     let lasti = ((instr as isize) - (units as isize)) / CODE_UNIT as isize;
+                    let offset = lasti * CODE_UNIT as isize;
                     // PyCode_Addr2Line only reads the code object's line table.
-                    let line =
-                        (api.addr2line)(code as PyObj, (lasti * CODE_UNIT as isize) as c_int);
-                    out.push(RawFrame {
-                        file: read_str(api, &l, rd_usize(code, l.co_filename)),
-                        function: read_str(api, &l, rd_usize(code, l.co_qualname)),
-                        line: line.max(0) as u32,
+                    let line_of = || (api.addr2line)(code as PyObj, offset as c_int).max(0) as u32;
+                    let key = CodeKey::read(&l, code);
+                    let names = || {
+                        (
+                            read_str(api, &l, key.filename).into(),
+                            read_str(api, &l, key.qualname).into(),
+                        )
+                    };
+                    out.push(match cache.as_deref_mut() {
+                        Some(c) => {
+                            let e = c.entry(key, names);
+                            if e.offset != offset {
+                                e.line = line_of();
+                                e.offset = offset;
+                            }
+                            RawFrame {
+                                file: e.file.clone(),
+                                function: e.function.clone(),
+                                line: e.line,
+                            }
+                        }
+                        None => {
+                            let (file, function) = names();
+                            RawFrame {
+                                file,
+                                function,
+                                line: line_of(),
+                            }
+                        }
                     });
                 }
             }
@@ -646,6 +743,100 @@ unsafe fn direct_walk(api: &Api, tstate: PyObj, max: usize) -> Vec<RawFrame> {
         }
     }
     out
+}
+
+/// Identity of a code object for the name cache: its address, the addresses of its
+/// `co_filename` and `co_qualname` str objects and of its `co_linetable`, and its
+/// `co_firstlineno`. A code object freed and another allocated at the same address matches an
+/// old entry only if it also refers to objects at the same three addresses and starts on the
+/// same line; when those are the same objects (strs and bytes are immutable), the names and the
+/// remembered line are right anyway.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct CodeKey {
+    code: usize,
+    filename: usize,
+    qualname: usize,
+    linetable: usize,
+    first_line: i32,
+}
+
+impl CodeKey {
+    /// # Safety
+    /// `code` is a live code object of the layout's interpreter.
+    unsafe fn read(l: &Layout, code: usize) -> CodeKey {
+        // SAFETY: fields of a live code object at the layout's offsets.
+        unsafe {
+            CodeKey {
+                code,
+                filename: rd_usize(code, l.co_filename),
+                qualname: rd_usize(code, l.co_qualname),
+                linetable: rd_usize(code, l.co_linetable),
+                first_line: std::ptr::read((code + l.co_firstlineno) as *const c_int),
+            }
+        }
+    }
+}
+
+struct CodeNames {
+    key: CodeKey,
+    file: Arc<str>,
+    function: Arc<str>,
+    /// The last line lookup for this code object: instruction offset in bytes (as
+    /// `PyFrame_GetLasti` gives it; -1: none) and its line.
+    offset: isize,
+    line: u32,
+}
+
+/// Code objects a thread's captures met: direct-mapped by code address, so a capture copies two
+/// `Arc<str>` per frame instead of decoding and allocating two strings, and a frame stopped at
+/// the same instruction as last time skips the line-table walk. Both readers share it (they
+/// agree on names and on line per instruction offset).
+#[derive(Default)]
+struct CodeCache {
+    slots: Vec<Option<CodeNames>>,
+}
+
+const CODE_CACHE_SLOTS: usize = 512;
+
+impl CodeCache {
+    /// The entry of `key`, (re)filled with `names()` unless it is already there.
+    fn entry(
+        &mut self,
+        key: CodeKey,
+        names: impl FnOnce() -> (Arc<str>, Arc<str>),
+    ) -> &mut CodeNames {
+        if self.slots.is_empty() {
+            self.slots.resize_with(CODE_CACHE_SLOTS, || None);
+        }
+        let i = ((key.code >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % self.slots.len();
+        let slot = &mut self.slots[i];
+        if !matches!(slot, Some(e) if e.key == key) {
+            *slot = None;
+        }
+        slot.get_or_insert_with(|| {
+            let (file, function) = names();
+            CodeNames {
+                key,
+                file,
+                function,
+                offset: -1,
+                line: 0,
+            }
+        })
+    }
+}
+
+thread_local! {
+    static CODE_CACHE: Cell<CodeCache> = const { Cell::new(CodeCache { slots: Vec::new() }) };
+}
+
+/// Runs a walk with this thread's name cache (taken out of its slot meanwhile, so a nested
+/// capture just runs uncached; a thread whose locals are gone runs with a fresh one).
+fn with_code_cache<R>(walk: impl FnOnce(Option<&mut CodeCache>) -> R) -> R {
+    let mut cache = CODE_CACHE.try_with(Cell::take).unwrap_or_default();
+    let r = walk(Some(&mut cache));
+    let _ = CODE_CACHE.try_with(|c| c.set(cache));
+    r
 }
 
 /// Reads a compact `str` without the C API; anything else gives "?".
@@ -714,9 +905,10 @@ fn auto_check(api: &Api, tstate: PyObj) {
 /// Walks the current stack both ways and records the verdict. GIL must be held.
 fn compare_readers(api: &Api, tstate: PyObj) -> Result<usize, String> {
     // SAFETY: the callers hold the GIL.
-    let by_api = unsafe { api_walk(api, MAX_FRAMES, true) };
+    // Both uncached: the check is of the offsets, not of what earlier captures remembered.
+    let by_api = unsafe { api_walk(api, MAX_FRAMES, true, None) };
     // SAFETY: GIL held, so the frames are stable; the layout passed the resolve-time guards.
-    let direct = unsafe { direct_walk(api, tstate, MAX_FRAMES) };
+    let direct = unsafe { direct_walk(api, tstate, MAX_FRAMES, None) };
     let verdict = match by_api {
         Err(e) => Err(e.to_string()),
         Ok(a) if a.is_empty() => Err("no Python frames to compare".into()),

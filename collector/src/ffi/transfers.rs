@@ -36,10 +36,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use tpuscope_core::RawFrame;
-use tpuscope_core::event::{
-    Direction, ErrorEvent, ErrorInfo, Record, Sync as SyncRecord, Transfer,
-};
+use tpuscope_core::event::{Direction, ErrorInfo, Record, Sync as SyncRecord, Transfer};
 
+use super::common::{pass_error, push, real_slot, record_error, stack, timed};
 use super::pjrt::driver::{Driver, slice_of};
 use super::pjrt::{
     self, AsyncH2dDestroyArgs, AsyncH2dRetrieveBufferArgs, AsyncH2dTransferDataArgs,
@@ -49,12 +48,11 @@ use super::pjrt::{
     BufferToHostBufferArgs, ClientBufferFromHostBufferArgs, ClientCreateBuffersForAsyncH2dArgs,
     ClientCreateUninitializedBufferArgs, DeviceDescriptionIdArgs, EventAwaitArgs, EventDestroyArgs,
     EventIsReadyArgs, EventOnReadyArgs, EventOnReadyCallback, PjrtApi, PjrtArgs, PjrtBuffer,
-    PjrtDevice, PjrtError, PjrtEvent,
+    PjrtDevice, PjrtError, PjrtEvent, PjrtFn,
 };
-use super::{guard, python, read_error, real, real_driver, recording, set_hook};
+use super::{guard, read_error, real_driver, recording, set_hook};
 use crate::live_buffers;
 use crate::recorder::{self, Event, now_ns};
-use crate::session;
 
 const API_FROM_HOST: &str = "PJRT_Client_BufferFromHostBuffer";
 const API_TO_HOST: &str = "PJRT_Buffer_ToHostBuffer";
@@ -123,64 +121,22 @@ pub(super) fn install(table: &mut PjrtApi) {
     super::os::at_exit(flush_at_exit);
 }
 
-/// The real slot of a hooked call (always present: hooks are only installed over non-NULL
-/// slots inside the real table).
-macro_rules! real_slot {
-    ($slot:ident) => {
-        match real().and_then(|a| a.$slot) {
-            Some(f) => f,
-            None => return ptr::null_mut(),
-        }
-    };
-}
-
 // ------------------------------------------------------------------ helpers
 
-/// Records an `ErrorEvent` for a non-NULL error the real plugin returned (the caller still gets
-/// it untouched) and returns it for the record that carries it.
-fn record_error(api: &str, err: *mut PjrtError, stack: Option<Vec<RawFrame>>) -> Option<ErrorInfo> {
-    if err.is_null() {
-        return None;
-    }
-    // SAFETY: `err` was just returned by the real plugin and the caller has not seen it yet.
-    let st = unsafe { read_error(err) }?;
-    let mut ev = Event::new(Record::Error(ErrorEvent {
-        t_ns: now_ns(),
-        thread: recorder::thread_id(),
-        api: api.to_string(),
-        code: st.code,
-        message: st.message.clone(),
-        stack: 0,
-    }));
-    ev.stack = stack;
-    recorder::record(ev);
-    Some(ErrorInfo {
-        code: st.code,
-        message: st.message,
-    })
+/// A transfer record with the static names the writer fills in (`api`, `dtype`).
+struct TransferEv {
+    transfer: Transfer,
+    api: &'static str,
+    dtype: &'static str,
 }
 
-/// Records an `ErrorEvent` for a call whose result is otherwise only passed through.
-#[inline]
-fn pass_error(api: &str, err: *mut PjrtError) -> *mut PjrtError {
-    if !err.is_null() && recording() {
-        guard(|| record_error(api, err, None));
+impl TransferEv {
+    fn push(self, stack: Option<Vec<RawFrame>>) {
+        let mut ev = Event::named(Record::Transfer(Box::new(self.transfer)), self.api);
+        ev.dtype = self.dtype;
+        ev.stack = stack;
+        recorder::record(ev);
     }
-    err
-}
-
-/// The calling thread's Python stack, when stacks are on and there is one.
-fn stack() -> Option<Vec<RawFrame>> {
-    if !session::config().stacks {
-        return None;
-    }
-    python::capture_stack().ok().filter(|s| !s.is_empty())
-}
-
-fn push(record: Record, stack: Option<Vec<RawFrame>>) {
-    let mut ev = Event::new(record);
-    ev.stack = stack;
-    recorder::record(ev);
 }
 
 /// Bytes of a dense array: elements × element width (sub-byte types rounded up to whole bytes).
@@ -362,39 +318,45 @@ unsafe extern "C" fn buffer_delete(args: *mut BufferDeleteArgs) -> *mut PjrtErro
     pass_error("PJRT_Buffer_Delete", unsafe { f(args) })
 }
 
+/// A call that hands the caller a new buffer (`out` reads it from the args the plugin filled):
+/// its error is recorded, the buffer joins the live accounting.
+///
+/// # Safety
+/// `args` must be the caller's valid args for `f`.
+unsafe fn creates_buffer<A>(
+    api: &'static str,
+    f: PjrtFn<A>,
+    args: *mut A,
+    out: impl FnOnce(&A) -> *mut PjrtBuffer,
+) -> *mut PjrtError {
+    // SAFETY: forwarding the caller's args unchanged.
+    let err = pass_error(api, unsafe { f(args) });
+    if err.is_null() && recording() {
+        // SAFETY: on success the plugin filled the output field; the args are still valid.
+        track_new_buffer(out(unsafe { &*args }));
+    }
+    err
+}
+
 unsafe extern "C" fn create_uninitialized_buffer(
     args: *mut ClientCreateUninitializedBufferArgs,
 ) -> *mut PjrtError {
     let f = real_slot!(client_create_uninitialized_buffer);
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = pass_error("PJRT_Client_CreateUninitializedBuffer", unsafe { f(args) });
-    if err.is_null() && recording() {
-        // SAFETY: on success the plugin filled `buffer`.
-        track_new_buffer(unsafe { (*args).buffer });
-    }
-    err
+    let api = "PJRT_Client_CreateUninitializedBuffer";
+    // SAFETY: the caller's args.
+    unsafe { creates_buffer(api, f, args, |a| a.buffer) }
 }
 
 unsafe extern "C" fn copy_to_device(args: *mut BufferCopyToDeviceArgs) -> *mut PjrtError {
     let f = real_slot!(buffer_copy_to_device);
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = pass_error("PJRT_Buffer_CopyToDevice", unsafe { f(args) });
-    if err.is_null() && recording() {
-        // SAFETY: on success the plugin filled `dst_buffer`.
-        track_new_buffer(unsafe { (*args).dst_buffer });
-    }
-    err
+    // SAFETY: the caller's args.
+    unsafe { creates_buffer("PJRT_Buffer_CopyToDevice", f, args, |a| a.dst_buffer) }
 }
 
 unsafe extern "C" fn copy_to_memory(args: *mut BufferCopyToMemoryArgs) -> *mut PjrtError {
     let f = real_slot!(buffer_copy_to_memory);
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = pass_error("PJRT_Buffer_CopyToMemory", unsafe { f(args) });
-    if err.is_null() && recording() {
-        // SAFETY: on success the plugin filled `dst_buffer`.
-        track_new_buffer(unsafe { (*args).dst_buffer });
-    }
-    err
+    // SAFETY: the caller's args.
+    unsafe { creates_buffer("PJRT_Buffer_CopyToMemory", f, args, |a| a.dst_buffer) }
 }
 
 // ---------------------------------------------------------------------- H2D
@@ -404,59 +366,65 @@ unsafe extern "C" fn buffer_from_host_buffer(
     args: *mut ClientBufferFromHostBufferArgs,
 ) -> *mut PjrtError {
     let f = real_slot!(client_buffer_from_host_buffer);
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    guard(flush_thread);
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
-        // SAFETY: the caller's args stay valid for this call; dims are the caller's input.
-        let a = unsafe { &*args };
-        // SAFETY: as above.
-        let dims = unsafe { slice_of(a.dims, a.num_dims) }.to_vec();
-        let error = record_error(API_FROM_HOST, err, None);
-        let mut device = -1;
-        if error.is_none()
-            && !a.buffer.is_null()
-            && let Some(d) = real_driver()
-        {
-            let dev = if a.device.is_null() {
-                // SAFETY: the new buffer is live.
-                unsafe { buffer_device(&d, a.buffer) }
-            } else {
-                a.device
-            };
-            // SAFETY: the new buffer and its device are live.
-            unsafe {
-                device = device_id(&d, dev);
-                track(a.buffer, dev);
-            }
+    let record = |a: &ClientBufferFromHostBufferArgs, err, t0: u64, t1: u64| {
+        // SAFETY: `timed` hands back the caller's args of the call that just returned.
+        unsafe { record_from_host(a, err, t0, t1) }
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, flush_thread, record) }
+}
+
+/// The transfer of a `PJRT_Client_BufferFromHostBuffer` that returned `err`; its new buffer
+/// joins the live accounting.
+///
+/// # Safety
+/// `a` must be the caller's args of that call, which has just returned.
+unsafe fn record_from_host(
+    a: &ClientBufferFromHostBufferArgs,
+    err: *mut PjrtError,
+    t0: u64,
+    t1: u64,
+) {
+    // SAFETY: the caller's dims, valid for this call.
+    let dims = unsafe { slice_of(a.dims, a.num_dims) }.to_vec();
+    let error = record_error(API_FROM_HOST, err, None);
+    let mut device = -1;
+    if error.is_none()
+        && !a.buffer.is_null()
+        && let Some(d) = real_driver()
+    {
+        let dev = if a.device.is_null() {
+            // SAFETY: the new buffer is live.
+            unsafe { buffer_device(&d, a.buffer) }
+        } else {
+            a.device
+        };
+        // SAFETY: the new buffer and its device are live.
+        unsafe {
+            device = device_id(&d, dev);
+            track(a.buffer, dev);
         }
-        push(
-            Record::Transfer(Transfer {
-                t_ns: t0,
-                thread: recorder::thread_id(),
-                dur_ns: t1.saturating_sub(t0),
-                direction: Direction::H2d as i32,
-                api: API_FROM_HOST.to_string(),
-                bytes: dense_bytes(a.type_, &dims).unwrap_or(0),
-                dims,
-                dtype: pjrt::dtype_name(a.type_).to_string(),
-                device,
-                sync: false,
-                blocked_ns: 0,
-                stack: 0,
-                buffer_id: a.buffer as u64,
-                error,
-            }),
-            None,
-        );
-    });
-    err
+    }
+    TransferEv {
+        transfer: Transfer {
+            t_ns: t0,
+            thread: recorder::thread_id(),
+            dur_ns: t1.saturating_sub(t0),
+            direction: Direction::H2d as i32,
+            bytes: dense_bytes(a.type_, &dims).unwrap_or(0),
+            dims,
+            device,
+            sync: false,
+            blocked_ns: 0,
+            stack: 0,
+            buffer_id: a.buffer as u64,
+            error,
+            ..Default::default()
+        },
+        api: API_FROM_HOST,
+        dtype: pjrt::dtype_name(a.type_),
+    }
+    .push(None);
 }
 
 /// Shapes of the buffers of an async transfer manager, by manager pointer.
@@ -522,7 +490,7 @@ fn manager_shape(manager: usize, index: i32) -> (i32, Vec<i64>, i32) {
 
 #[allow(clippy::too_many_arguments)]
 fn record_h2d(
-    api: &str,
+    api: &'static str,
     t0: u64,
     t1: u64,
     bytes: u64,
@@ -531,47 +499,39 @@ fn record_h2d(
     device: i32,
     error: Option<ErrorInfo>,
 ) {
-    push(
-        Record::Transfer(Transfer {
+    TransferEv {
+        transfer: Transfer {
             t_ns: t0,
             thread: recorder::thread_id(),
             dur_ns: t1.saturating_sub(t0),
             direction: Direction::H2d as i32,
-            api: api.to_string(),
             bytes,
             dims,
-            dtype: pjrt::dtype_name(dtype).to_string(),
             device,
             sync: false,
             blocked_ns: 0,
             stack: 0,
             buffer_id: 0,
             error,
-        }),
-        None,
-    );
+            ..Default::default()
+        },
+        api,
+        dtype: pjrt::dtype_name(dtype),
+    }
+    .push(None);
 }
 
 /// `TransferData`: one h2d transfer of `transfer_size` bytes into buffer `buffer_index`.
 unsafe extern "C" fn h2d_transfer_data(args: *mut AsyncH2dTransferDataArgs) -> *mut PjrtError {
     let f = real_slot!(async_host_to_device_transfer_manager_transfer_data);
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
-        // SAFETY: the caller's args are valid for this call.
-        let a = unsafe { &*args };
+    let record = |a: &AsyncH2dTransferDataArgs, err, t0, t1| {
         let error = record_error(API_H2D_DATA, err, None);
         let (dtype, dims, device) = manager_shape(a.transfer_manager as usize, a.buffer_index);
         let bytes = u64::try_from(a.transfer_size).unwrap_or(0);
         record_h2d(API_H2D_DATA, t0, t1, bytes, dtype, dims, device, error);
-    });
-    err
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, || {}, record) }
 }
 
 /// `TransferLiteral`: one h2d transfer of a whole array into buffer `buffer_index`.
@@ -579,34 +539,17 @@ unsafe extern "C" fn h2d_transfer_literal(
     args: *mut AsyncH2dTransferLiteralArgs,
 ) -> *mut PjrtError {
     let f = real_slot!(async_host_to_device_transfer_manager_transfer_literal);
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
-        // SAFETY: the caller's args and shape are valid for this call.
-        let a = unsafe { &*args };
+    let record = |a: &AsyncH2dTransferLiteralArgs, err, t0: u64, t1: u64| {
         let error = record_error(API_H2D_LITERAL, err, None);
-        // SAFETY: as above.
+        // SAFETY: the caller's shape, valid for this call.
         let dims = unsafe { slice_of(a.shape_dims, a.shape_num_dims) }.to_vec();
         let (_, _, device) = manager_shape(a.transfer_manager as usize, a.buffer_index);
         let bytes = dense_bytes(a.shape_element_type, &dims).unwrap_or(0);
-        record_h2d(
-            API_H2D_LITERAL,
-            t0,
-            t1,
-            bytes,
-            a.shape_element_type,
-            dims,
-            device,
-            error,
-        );
-    });
-    err
+        let dtype = a.shape_element_type;
+        record_h2d(API_H2D_LITERAL, t0, t1, bytes, dtype, dims, device, error);
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, || {}, record) }
 }
 
 /// `RetrieveBuffer`: the manager's buffer becomes the caller's (and live).
@@ -660,7 +603,7 @@ unsafe extern "C" fn h2d_destroy(args: *mut AsyncH2dDestroyArgs) -> *mut PjrtErr
 
 /// A D2H copy whose completion event the caller holds: recorded once the caller waited for it.
 struct PendingCopy {
-    transfer: Transfer,
+    transfer: TransferEv,
     stack: Option<Vec<RawFrame>>,
 }
 
@@ -689,12 +632,13 @@ fn take_copy(event: *mut PjrtEvent) -> Option<PendingCopy> {
 
 /// Records a copy: it ended at `end`, the host blocked `blocked` ns for it.
 fn finish_copy(mut c: PendingCopy, end: u64, blocked: u64, error: Option<ErrorInfo>) {
-    c.transfer.dur_ns = end.saturating_sub(c.transfer.t_ns);
-    c.transfer.blocked_ns = blocked;
-    if c.transfer.error.is_none() {
-        c.transfer.error = error;
+    let t = &mut c.transfer.transfer;
+    t.dur_ns = end.saturating_sub(t.t_ns);
+    t.blocked_ns = blocked;
+    if t.error.is_none() {
+        t.error = error;
     }
-    push(Record::Transfer(c.transfer), c.stack);
+    c.transfer.push(c.stack);
 }
 
 /// Builds the record of a D2H copy of `buf` that just returned (`event` NULL: synchronous).
@@ -714,7 +658,7 @@ unsafe fn d2h_copy(
     err: *mut PjrtError,
 ) {
     let stack = stack();
-    let error = record_error(api, err, stack.clone());
+    let error = record_error(api, err, stack.as_deref());
     let (dtype, dims, device) = match real_driver() {
         // SAFETY: caller guarantee.
         Some(d) if !buf.is_null() => unsafe {
@@ -728,21 +672,24 @@ unsafe fn d2h_copy(
         .or(fallback_bytes)
         .unwrap_or(0);
     let copy = PendingCopy {
-        transfer: Transfer {
-            t_ns: t0,
-            thread: recorder::thread_id(),
-            dur_ns: t1.saturating_sub(t0),
-            direction: Direction::D2h as i32,
-            api: api.to_string(),
-            bytes,
-            dims,
-            dtype: pjrt::dtype_name(dtype).to_string(),
-            device,
-            sync: true,
-            blocked_ns: 0,
-            stack: 0,
-            buffer_id: buf as u64,
-            error,
+        transfer: TransferEv {
+            transfer: Transfer {
+                t_ns: t0,
+                thread: recorder::thread_id(),
+                dur_ns: t1.saturating_sub(t0),
+                direction: Direction::D2h as i32,
+                bytes,
+                dims,
+                device,
+                sync: true,
+                blocked_ns: 0,
+                stack: 0,
+                buffer_id: buf as u64,
+                error,
+                ..Default::default()
+            },
+            api,
+            dtype: pjrt::dtype_name(dtype),
         },
         stack,
     };
@@ -758,57 +705,34 @@ unsafe fn d2h_copy(
 unsafe extern "C" fn to_host_buffer(args: *mut BufferToHostBufferArgs) -> *mut PjrtError {
     let f = real_slot!(buffer_to_host_buffer);
     // SAFETY: the caller's args are valid.
-    if !recording() || unsafe { (*args).dst.is_null() } {
+    if unsafe { (*args).dst.is_null() } {
         // SAFETY: forwarding the caller's args unchanged.
         return unsafe { f(args) };
     }
-    // The caller read by copy after asking IsOnCpu: no zero-copy read follows.
-    TS.with(|s| s.on_cpu.set(0));
-    guard(flush_thread);
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
-        // SAFETY: the caller's args are valid for this call; `src` is its live buffer.
-        unsafe {
-            let a = &*args;
-            d2h_copy(
-                API_TO_HOST,
-                a.src,
-                None,
-                Some(a.dst_size as u64),
-                a.event,
-                t0,
-                t1,
-                err,
-            );
-        }
-    });
-    err
+    let before = || {
+        // The caller read by copy after asking IsOnCpu: no zero-copy read follows.
+        TS.with(|s| s.on_cpu.set(0));
+        flush_thread();
+    };
+    let record = |a: &BufferToHostBufferArgs, err, t0: u64, t1: u64| {
+        let dst_size = Some(a.dst_size as u64);
+        // SAFETY: `src` is the caller's live buffer.
+        unsafe { d2h_copy(API_TO_HOST, a.src, None, dst_size, a.event, t0, t1, err) }
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, before, record) }
 }
 
 /// `PJRT_Buffer_CopyRawToHost`: a D2H copy of `transfer_size` bytes.
 unsafe extern "C" fn copy_raw_to_host(args: *mut BufferCopyRawToHostArgs) -> *mut PjrtError {
     let f = real_slot!(buffer_copy_raw_to_host);
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    guard(flush_thread);
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
-        // SAFETY: the caller's args are valid for this call; `buffer` is its live buffer.
-        unsafe {
-            let a = &*args;
-            let bytes = u64::try_from(a.transfer_size).ok();
-            d2h_copy(API_RAW_TO_HOST, a.buffer, bytes, None, a.event, t0, t1, err);
-        }
-    });
-    err
+    let record = |a: &BufferCopyRawToHostArgs, err, t0: u64, t1: u64| {
+        let bytes = u64::try_from(a.transfer_size).ok();
+        // SAFETY: `buffer` is the caller's live buffer.
+        unsafe { d2h_copy(API_RAW_TO_HOST, a.buffer, bytes, None, a.event, t0, t1, err) }
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, flush_thread, record) }
 }
 
 /// `PJRT_Buffer_CopyRawToHostFuture`: like `CopyRawToHost`, the destination given later.
@@ -816,33 +740,14 @@ unsafe extern "C" fn copy_raw_to_host_future(
     args: *mut BufferCopyRawToHostFutureArgs,
 ) -> *mut PjrtError {
     let f = real_slot!(buffer_copy_raw_to_host_future);
-    if !recording() {
-        // SAFETY: forwarding the caller's args unchanged.
-        return unsafe { f(args) };
-    }
-    guard(flush_thread);
-    let t0 = now_ns();
-    // SAFETY: forwarding the caller's args unchanged.
-    let err = unsafe { f(args) };
-    let t1 = now_ns();
-    guard(|| {
-        // SAFETY: the caller's args are valid for this call; `buffer` is its live buffer.
-        unsafe {
-            let a = &*args;
-            let bytes = u64::try_from(a.transfer_size).ok();
-            d2h_copy(
-                API_RAW_TO_HOST_FUTURE,
-                a.buffer,
-                bytes,
-                None,
-                a.event,
-                t0,
-                t1,
-                err,
-            );
-        }
-    });
-    err
+    let record = |a: &BufferCopyRawToHostFutureArgs, err, t0: u64, t1: u64| {
+        let bytes = u64::try_from(a.transfer_size).ok();
+        let api = API_RAW_TO_HOST_FUTURE;
+        // SAFETY: `buffer` is the caller's live buffer.
+        unsafe { d2h_copy(api, a.buffer, bytes, None, a.event, t0, t1, err) }
+    };
+    // SAFETY: the caller's args.
+    unsafe { timed(f, args, flush_thread, record) }
 }
 
 // --------------------------------------------------------- zero-copy reads
@@ -879,7 +784,7 @@ thread_local! {
 struct PendingRead {
     thread: u32,
     buffer: usize,
-    transfer: Transfer,
+    transfer: TransferEv,
     stack: Option<Vec<RawFrame>>,
     /// End of the Increase call (the read's end when no wait follows).
     t_end: u64,
@@ -905,9 +810,10 @@ fn finish_read(mut r: PendingRead, end: u64, waited: u64) {
     } else {
         end
     };
-    r.transfer.dur_ns = end.saturating_sub(r.transfer.t_ns);
-    r.transfer.blocked_ns = r.transfer.blocked_ns.saturating_add(waited);
-    push(Record::Transfer(r.transfer), r.stack);
+    let t = &mut r.transfer.transfer;
+    t.dur_ns = end.saturating_sub(t.t_ns);
+    t.blocked_ns = t.blocked_ns.saturating_add(waited);
+    r.transfer.push(r.stack);
 }
 
 /// Records this thread's pending read as it stands: the thread moved on without a ready wait.
@@ -934,7 +840,7 @@ extern "C" fn flush_at_exit() {
         }
         let copies = COPIES.lock().map(|mut m| m.take());
         for (_, c) in copies.ok().flatten().unwrap_or_default() {
-            let end = c.transfer.t_ns + c.transfer.dur_ns;
+            let end = c.transfer.transfer.t_ns + c.transfer.transfer.dur_ns;
             finish_copy(c, end, 0, None);
         }
         COPIES_N.store(0, Ordering::Relaxed);
@@ -1016,7 +922,7 @@ unsafe fn start_read(buf: *mut PjrtBuffer, t0: u64, t1: u64, err: *mut PjrtError
     let error = record_error(
         "PJRT_Buffer_IncreaseExternalReferenceCount",
         err,
-        stack.clone(),
+        stack.as_deref(),
     );
     let Some(d) = real_driver() else {
         return;
@@ -1041,22 +947,25 @@ unsafe fn start_read(buf: *mut PjrtBuffer, t0: u64, t1: u64, err: *mut PjrtError
     let mut read = PendingRead {
         thread,
         buffer: buf as usize,
-        transfer: Transfer {
-            t_ns: t0,
-            thread,
-            dur_ns: t1.saturating_sub(t0),
-            direction: Direction::D2h as i32,
-            api: API_ZERO_COPY.to_string(),
-            bytes,
-            dims,
-            dtype: pjrt::dtype_name(dtype).to_string(),
-            device,
-            sync: true,
-            // The Increase itself can wait for the producing computation.
-            blocked_ns: t1.saturating_sub(t0),
-            stack: 0,
-            buffer_id: buf as u64,
-            error,
+        transfer: TransferEv {
+            transfer: Transfer {
+                t_ns: t0,
+                thread,
+                dur_ns: t1.saturating_sub(t0),
+                direction: Direction::D2h as i32,
+                bytes,
+                dims,
+                device,
+                sync: true,
+                // The Increase itself can wait for the producing computation.
+                blocked_ns: t1.saturating_sub(t0),
+                stack: 0,
+                buffer_id: buf as u64,
+                error,
+                ..Default::default()
+            },
+            api: API_ZERO_COPY,
+            dtype: pjrt::dtype_name(dtype),
         },
         stack,
         t_end: t1,
@@ -1209,10 +1118,11 @@ fn complete_wait(waited: Waited, registered: u64, t: u64, error: Option<ErrorInf
                 t_ns: t0,
                 thread,
                 dur_ns: t.saturating_sub(t0),
-                reason: REASON_READY_WAIT.to_string(),
+                reason: String::new(),
                 buffer_id: buffer as u64,
                 stack: 0,
             }),
+            REASON_READY_WAIT,
             stack,
         ),
         Waited::Copy(c) => finish_copy(c, t, t.saturating_sub(registered), error),
@@ -1259,7 +1169,7 @@ unsafe extern "C" fn event_on_ready(args: *mut EventOnReadyArgs) -> *mut PjrtErr
             record_error("PJRT_Event_OnReady", err, None);
             match relay.waited {
                 Waited::Copy(c) => {
-                    let end = c.transfer.t_ns + c.transfer.dur_ns;
+                    let end = c.transfer.transfer.t_ns + c.transfer.transfer.dur_ns;
                     finish_copy(c, end, 0, None);
                 }
                 Waited::Read { thread, buffer } => {
@@ -1336,21 +1246,22 @@ unsafe extern "C" fn event_await(args: *mut EventAwaitArgs) -> *mut PjrtError {
             }
         }
         if let Some(c) = take_copy(ev) {
-            let error = record_error(API_AWAIT, err, c.stack.clone());
+            let error = record_error(API_AWAIT, err, c.stack.as_deref());
             finish_copy(c, t1, waited, error);
             return;
         }
         let stack = stack();
-        record_error(API_AWAIT, err, stack.clone());
+        record_error(API_AWAIT, err, stack.as_deref());
         push(
             Record::Sync(SyncRecord {
                 t_ns: t0,
                 thread: recorder::thread_id(),
                 dur_ns: waited,
-                reason: API_AWAIT.to_string(),
+                reason: String::new(),
                 buffer_id: ready_of.unwrap_or(0) as u64,
                 stack: 0,
             }),
+            API_AWAIT,
             stack,
         );
     });
@@ -1369,7 +1280,7 @@ unsafe extern "C" fn event_destroy(args: *mut EventDestroyArgs) -> *mut PjrtErro
             }
             flush_thread();
             if let Some(c) = take_copy(ev) {
-                let end = c.transfer.t_ns + c.transfer.dur_ns;
+                let end = c.transfer.transfer.t_ns + c.transfer.transfer.dur_ns;
                 finish_copy(c, end, 0, None);
             }
         });

@@ -88,6 +88,23 @@ check([f[2] for f in frames[3:6]] == ["through_c_callbacks.<locals>.<lambda>.<lo
       f"callback frames {frames[:6]}")
 
 
+def fresh_code_objects():
+    # Code objects freed and new ones made (CPython often puts them at the same address) with
+    # other names, files and lines: captures must not get the names or lines the collector
+    # remembered for the old ones.
+    for i in range(30):
+        src = "\n" * (i % 7) + f"def fresh_{i}():\n    return both('fresh')\n"
+        ns = {"both": both}
+        exec(compile(src, f"<fresh {i % 3}>", "exec"), ns)
+        frames = ns[f"fresh_{i}"]()
+        want = (f"<fresh {i % 3}>", i % 7 + 2, f"fresh_{i}")
+        check(frames[3] == want, f"fresh code object {i}: {frames[3]}, want {want}")
+        del ns, frames
+
+
+fresh_code_objects()
+
+
 def deep(n, fn):
     return deep(n - 1, fn) if n else fn()
 

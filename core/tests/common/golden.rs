@@ -89,7 +89,7 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
 
     put(
         &mut w,
-        Record::Client(Client {
+        Record::Client(Box::new(Client {
             t_ns: 1_000_100_000,
             thread: 11,
             dur_ns: 5_000_000,
@@ -116,7 +116,7 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             create_options: vec![kv("cpu_device_count", "2")],
             client_id: 0x5555_0001,
             ..Default::default()
-        }),
+        })),
     );
     let train = [
         RawFrame {
@@ -158,7 +158,7 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
 
     put(
         &mut w,
-        Record::Compile(Compile {
+        Record::Compile(Box::new(Compile {
             t_ns: 1_001_000_000,
             thread: 11,
             dur_ns: 250_000_000,
@@ -191,11 +191,11 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             num_outputs: 2,
             num_devices: 2,
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
-        Record::Compile(Compile {
+        Record::Compile(Box::new(Compile {
             t_ns: 1_002_000_000,
             thread: 11,
             dur_ns: 1_000_000,
@@ -207,11 +207,11 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             error: err(3, "INVALID_ARGUMENT: bad sharding"),
             stack: stack_eval,
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
-        Record::Load(Load {
+        Record::Load(Box::new(Load {
             t_ns: 1_003_000_000,
             thread: 11,
             dur_ns: 2_000_000,
@@ -220,7 +220,7 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             error: None,
             stack: stack_eval,
             ..Default::default()
-        }),
+        })),
     );
     let sig = ok(w.intern_string("f32[8,128] s32[]"));
     for (i, seq) in [1u64, 2].into_iter().enumerate() {
@@ -275,7 +275,7 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
     );
     put(
         &mut w,
-        Record::Transfer(Transfer {
+        Record::Transfer(Box::new(Transfer {
             t_ns: 1_005_000_000,
             thread: 11,
             dur_ns: 30_000,
@@ -291,11 +291,11 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             buffer_id: 0xB1,
             error: None,
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
-        Record::Transfer(Transfer {
+        Record::Transfer(Box::new(Transfer {
             t_ns: 1_031_000_000,
             thread: 11,
             dur_ns: 90_000,
@@ -311,7 +311,7 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             buffer_id: 0xB2,
             error: None,
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
@@ -327,7 +327,7 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
     );
     put(
         &mut w,
-        Record::CacheStore(CacheStore {
+        Record::CacheStore(Box::new(CacheStore {
             t_ns: 1_033_000_000,
             thread: 11,
             dur_ns: 3_000_000,
@@ -337,11 +337,11 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             error: None,
             serialized_hash: 0x1122_3344_5566_7788,
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
-        Record::CacheLoad(CacheLoad {
+        Record::CacheLoad(Box::new(CacheLoad {
             t_ns: 1_034_000_000,
             thread: 11,
             dur_ns: 4_000_000,
@@ -354,11 +354,11 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             stack: stack_train,
             optimized_hash,
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
-        Record::CacheLoad(CacheLoad {
+        Record::CacheLoad(Box::new(CacheLoad {
             t_ns: 1_035_000_000,
             thread: 11,
             dur_ns: 500_000,
@@ -371,11 +371,11 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             stack: stack_eval,
             optimized_hash: 0,
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
-        Record::Memory(Memory {
+        Record::Memory(Box::new(Memory {
             t_ns: 1_036_000_000,
             device: 0,
             origin: MemoryOrigin::PluginStats as i32,
@@ -387,18 +387,18 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
             bytes_reserved: Some(0),
             live_buffers: None,
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
-        Record::Memory(Memory {
+        Record::Memory(Box::new(Memory {
             t_ns: 1_036_000_001,
             device: 1,
             origin: MemoryOrigin::LiveBuffers as i32,
             bytes_in_use: 8192,
             live_buffers: Some(3),
             ..Default::default()
-        }),
+        })),
     );
     put(
         &mut w,
