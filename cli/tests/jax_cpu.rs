@@ -85,17 +85,7 @@ fn jax_shapes_counts_match_an_independent_counter_and_output_is_unchanged() {
     assert_eq!(syncs, count(&trace, "transfer_d2h"));
 
     // Compile events name the jitted function and keep the optimized HLO.
-    let compiles: Vec<_> = trace
-        .events
-        .iter()
-        .filter_map(|r| {
-            if let Record::Compile(c) = r {
-                Some(c)
-            } else {
-                None
-            }
-        })
-        .collect();
+    let compiles = compiles(&trace);
     assert!(
         compiles.iter().any(|c| c.executable_name.contains("jit_f")),
         "{compiles:?}"

@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use tpuscope_core::event::Record;
 
 fn libtpu() -> std::path::PathBuf {
     let py = venv_python("torch_tpu");
@@ -63,17 +62,7 @@ fn jax_aot_for_v5e_records_a_tpu_compile_with_memory_stats() {
         "libtpu 0.0.52 speaks PJRT 0.117"
     );
     assert!(m.plugin_path.ends_with("libtpu.so"));
-    let compiles: Vec<_> = trace
-        .events
-        .iter()
-        .filter_map(|r| {
-            if let Record::Compile(c) = r {
-                Some(c)
-            } else {
-                None
-            }
-        })
-        .collect();
+    let compiles = compiles(&trace);
     assert_eq!(compiles.len(), 1, "{compiles:?}");
     let c = compiles[0];
     assert_eq!(c.api, "PJRT_Compile", "compile-only path");

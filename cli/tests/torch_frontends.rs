@@ -49,17 +49,7 @@ fn torch_xla_training_loop_with_item_shows_compiles_executes_and_the_item_line()
             .iter()
             .any(|kv| kv.key == "torch_xla" && kv.value == "2.9.0")
     );
-    let compiles: Vec<_> = trace
-        .events
-        .iter()
-        .filter_map(|r| {
-            if let Record::Compile(c) = r {
-                Some(c)
-            } else {
-                None
-            }
-        })
-        .collect();
+    let compiles = compiles(&trace);
     assert!(!compiles.is_empty());
     for c in &compiles {
         assert_eq!(

@@ -155,3 +155,18 @@ pub fn stdout_lines_with(out: &Output, prefix: &str) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// The compile records of a trace, in file order.
+pub fn compiles(trace: &Trace) -> Vec<&tpuscope_core::event::Compile> {
+    trace
+        .events
+        .iter()
+        .filter_map(|r| {
+            if let Record::Compile(c) = r {
+                Some(&**c)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
