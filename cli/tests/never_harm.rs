@@ -51,7 +51,7 @@ fn unwritable_trace_path_is_said_once_and_the_workload_runs_on() {
         direct_stdout(&py, "jax_shapes.py")
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("tpuscope:")).collect();
+    let ours = tpuscope_lines(&out);
     assert_eq!(ours.len(), 1, "{err}");
     assert!(ours[0].contains("cannot create trace"), "{err}");
 }
@@ -135,7 +135,7 @@ fn a_plugin_older_than_0_57_is_passed_through_with_one_line() {
         direct_stdout(&py, "jax_shapes.py")
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("tpuscope:")).collect();
+    let ours = tpuscope_lines(&out);
     assert_eq!(ours.len(), 1, "{err}");
     assert!(ours[0].contains("0.54, older than 0.57"), "{err}");
     assert!(traces_in(dir.path()).is_empty());

@@ -170,3 +170,12 @@ pub fn compiles(trace: &Trace) -> Vec<&tpuscope_core::event::Compile> {
         })
         .collect()
 }
+
+/// The lines tpuscope itself wrote on the workload's stderr.
+pub fn tpuscope_lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("tpuscope:"))
+        .map(String::from)
+        .collect()
+}
