@@ -85,7 +85,7 @@ def classify_plain(frames):
         return "malloc: other"
     if "memmove" in txt or "memcpy" in txt:
         if "box_new" in txt or "Box<T>::new" in txt or "Recorder::push" in txt:
-            return "memcpy: moving the Event into its Box"
+            return "memcpy: copying the Event into its queue slot"
         return "memcpy: moving the Event / Record (building it)"
     if "ArrayQueue" in txt:
         return "queue push (ArrayQueue)"
