@@ -1,1 +1,21 @@
-//! Pure analyses over a decoded trace. Filled by the analyzer work (issue 3).
+//! Pure analyses over decoded traces: graph families and recompile causes from HLO diffs, host
+//! syncs by the user's Python line, steps, cache behaviour, device memory — and the report that
+//! puts them together with budgets and a baseline comparison.
+//!
+//! Nothing here does I/O: the CLI reads the traces and renders the [`report::Report`]; the TUI
+//! and GUI call the same functions.
+
+pub mod cache;
+pub mod diff;
+pub mod families;
+pub mod hbm;
+pub mod program;
+pub mod report;
+pub mod source;
+pub mod steps;
+pub mod suggest;
+pub mod syncs;
+
+pub use diff::Cause;
+pub use report::{Budget, BudgetKey, Input, Report, analyze, apply_budgets, compare_baseline};
+pub use source::SourceLoc;

@@ -3,6 +3,7 @@
 mod dump;
 mod env_cmd;
 mod locate;
+mod report_cmd;
 mod run;
 mod summary;
 
@@ -33,6 +34,8 @@ enum Cmd {
         json: bool,
         trace: PathBuf,
     },
+    /// Explain recompiles, host syncs, steps, cache and memory of traces; check CI budgets.
+    Report(report_cmd::ReportArgs),
     /// Print the environment variables that enable the collector without `tpuscope run`.
     Env(env_cmd::EnvArgs),
 }
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run::run(args),
         Cmd::Dump { json, trace } => dump::dump(trace, *json).map(|()| 0),
         Cmd::Env(args) => env_cmd::env(args).map(|()| 0),
+        Cmd::Report(args) => report_cmd::report(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -1,0 +1,125 @@
+//! Compile caches: in-memory reuse, persistent stores and loads, and the hits that should have
+//! been.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use tpuscope_core::Trace;
+use tpuscope_core::event::Record;
+
+use crate::families::CompileView;
+
+/// A deserialize failure, by message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadFailure {
+    pub message: String,
+    pub count: u64,
+}
+
+/// An executable stored to the persistent cache in one run and compiled again in a later one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredNotLoaded {
+    pub graph: String,
+    pub stored_in_run: usize,
+    pub recompiled_in_run: usize,
+}
+
+/// Cache behaviour over all analysed runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CacheReport {
+    /// Distinct executables launched, and launches of an executable already launched before.
+    pub executables_run: u64,
+    pub in_memory_reuse: u64,
+    /// Successful loads from the persistent cache (`DeserializeAndLoad`).
+    pub persistent_hits: u64,
+    pub persistent_stores: u64,
+    pub deserialize_failures: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<LoadFailure>,
+    /// Compiles of a program (and options) already compiled earlier in this run or an earlier
+    /// given run: the hits that should have been.
+    pub recompiled_same_program: u64,
+    /// Of those, compiles of a program that an earlier run stored: the cache was written but not
+    /// read back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stored_but_recompiled: Vec<StoredNotLoaded>,
+}
+
+/// Cache behaviour of runs given in order; `compiles[i]` are the compiles of `traces[i]`.
+/// `across_runs` is false for the hosts of one job, which compile the same programs at once.
+pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool) -> CacheReport {
+    let mut out = CacheReport::default();
+    let mut failures: BTreeMap<String, u64> = BTreeMap::new();
+    let mut stored_exes: Vec<HashSet<u64>> = Vec::new();
+    for trace in traces {
+        let mut launched: HashSet<u64> = HashSet::new();
+        let mut stored = HashSet::new();
+        for r in &trace.events {
+            match r {
+                Record::Execute(e) if !launched.insert(e.executable_id) => {
+                    out.in_memory_reuse += 1;
+                }
+                Record::ExecuteSummary(e) => {
+                    let first = u64::from(launched.insert(e.executable_id));
+                    out.in_memory_reuse += e.count.saturating_sub(first);
+                }
+                Record::CacheStore(s) if s.error.is_none() => {
+                    out.persistent_stores += 1;
+                    stored.insert(s.executable_id);
+                }
+                Record::CacheLoad(l) if l.ok => out.persistent_hits += 1,
+                Record::CacheLoad(l) => {
+                    out.deserialize_failures += 1;
+                    let msg = l
+                        .error
+                        .as_ref()
+                        .map_or_else(|| "unknown error".to_string(), |e| e.message.clone());
+                    *failures.entry(msg).or_default() += 1;
+                }
+                _ => {}
+            }
+        }
+        out.executables_run += launched.len() as u64;
+        stored_exes.push(stored);
+    }
+    out.failures = failures
+        .into_iter()
+        .map(|(message, count)| LoadFailure { message, count })
+        .collect();
+
+    // (program, options) → (run of first compile, whether some run stored it).
+    let mut seen: HashMap<(u64, u64), usize> = HashMap::new();
+    let mut stored_in: HashMap<(u64, u64), usize> = HashMap::new();
+    for (run, list) in compiles.iter().enumerate() {
+        let mut this_run: HashMap<(u64, u64), usize> = HashMap::new();
+        for c in list.iter().filter(|c| !c.failed) {
+            let key = (c.same_program_key, c.options_hash);
+            let earlier_run = seen.get(&key).copied().filter(|_| across_runs);
+            if this_run.contains_key(&key) || earlier_run.is_some() {
+                out.recompiled_same_program += 1;
+            }
+            if let Some(&stored_run) = stored_in.get(&key)
+                && across_runs
+                && stored_run < run
+                && !this_run.contains_key(&key)
+            {
+                out.stored_but_recompiled.push(StoredNotLoaded {
+                    graph: c.name.clone(),
+                    stored_in_run: stored_run,
+                    recompiled_in_run: run,
+                });
+            }
+            this_run.entry(key).or_insert(run);
+            if stored_exes
+                .get(run)
+                .is_some_and(|s| s.contains(&c.executable_id))
+            {
+                stored_in.entry(key).or_insert(run);
+            }
+        }
+        for (k, r) in this_run {
+            seen.entry(k).or_insert(r);
+        }
+    }
+    out
+}

@@ -1,0 +1,244 @@
+//! Graph families: the compiles of one graph, and why each one after the first happened.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tpuscope_core::Trace;
+use tpuscope_core::event::Record;
+
+use crate::diff::{Cause, Diff, diff_programs};
+use crate::program::{Program, decode_compile};
+use crate::source::{SourceLoc, user_frame};
+
+/// One compile, with what the analyses need from it.
+#[derive(Clone, Debug)]
+pub struct CompileView {
+    /// Index of the trace among the analysed ones.
+    pub run: usize,
+    /// Index of the record in `trace.events`.
+    pub event: usize,
+    pub t_ns: u64,
+    pub dur_ns: u64,
+    pub name: String,
+    pub program_hash: u64,
+    pub program_format: String,
+    pub options_hash: u64,
+    pub executable_id: u64,
+    pub stack: u32,
+    pub source: Option<SourceLoc>,
+    pub failed: bool,
+    pub program: Option<Arc<Program>>,
+    /// Equal for the same program (decoded: names and ids ignored; else the raw bytes).
+    pub same_program_key: u64,
+}
+
+/// The compiles of a trace, with programs decoded once per distinct blob.
+pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
+    let mut decoded: HashMap<(u64, u64), Option<Arc<Program>>> = HashMap::new();
+    let mut out = Vec::new();
+    for (event, r) in trace.events.iter().enumerate() {
+        let Record::Compile(c) = r else { continue };
+        let program = decoded
+            .entry((c.program_hash, c.optimized_hash))
+            .or_insert_with(|| {
+                let input = trace
+                    .blobs
+                    .get(&c.program_hash)
+                    .filter(|_| c.program_hash != 0)
+                    .map(|b| (c.program_format.as_str(), b.data.as_slice()));
+                let optimized = trace
+                    .blobs
+                    .get(&c.optimized_hash)
+                    .filter(|_| c.optimized_hash != 0)
+                    .map(|b| (c.optimized_format.as_str(), b.data.as_slice()));
+                decode_compile(input, optimized).map(Arc::new)
+            })
+            .clone();
+        let same_program_key = match (&program, c.program_format.as_str()) {
+            // The input program decoded: equal modulo names and ids (which count up per process).
+            (Some(p), "hlo" | "hlo_with_config") => p.exact_key,
+            _ => c.program_hash,
+        };
+        out.push(CompileView {
+            run,
+            event,
+            t_ns: c.t_ns,
+            dur_ns: c.dur_ns,
+            name: c.executable_name.clone(),
+            program_hash: c.program_hash,
+            program_format: c.program_format.clone(),
+            options_hash: c.options_hash,
+            executable_id: c.executable_id,
+            stack: c.stack,
+            source: user_frame(trace, c.stack),
+            failed: c.error.is_some(),
+            program,
+            same_program_key,
+        });
+    }
+    out
+}
+
+/// `SyncTensorsGraph.52` → `SyncTensorsGraph`: torch_xla numbers its graphs.
+pub fn graph_name(name: &str) -> &str {
+    match name.rsplit_once('.') {
+        Some((base, n)) if !base.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => base,
+        _ => name,
+    }
+}
+
+/// A compile in a family: which earlier member it is compared with, and what changed.
+#[derive(Clone, Debug)]
+pub struct Member {
+    /// Index into the compile list.
+    pub compile: usize,
+    /// The earlier member it is compared with (index into the compile list).
+    pub against: Option<usize>,
+    pub diff: Option<Diff>,
+}
+
+/// The compiles of one graph.
+#[derive(Clone, Debug)]
+pub struct Family {
+    pub graph: String,
+    pub run: usize,
+    pub structure_key: Option<u64>,
+    pub members: Vec<Member>,
+}
+
+impl Family {
+    /// The cause of most members after the first (ties: the earliest seen).
+    pub fn cause(&self) -> Option<Cause> {
+        let mut counts: Vec<(Cause, usize)> = Vec::new();
+        for d in self.members.iter().filter_map(|m| m.diff.as_ref()) {
+            match counts.iter_mut().find(|(c, _)| *c == d.cause) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((d.cause, 1)),
+            }
+        }
+        let best = counts.iter().map(|(_, n)| *n).max()?;
+        counts.iter().find(|(_, n)| *n == best).map(|(c, _)| *c)
+    }
+}
+
+/// Two differently-structured programs of the same graph name and call site are one family when
+/// they share at least this share of their ops: XLA fuses differently for different shapes, and
+/// a data-dependent branch changes only part of a graph.
+const MERGE_SIMILARITY: f64 = 0.5;
+
+/// Groups the (successful) compiles of one run into families and diffs each member.
+pub fn families(compiles: &[CompileView]) -> Vec<Family> {
+    let mut families: Vec<Family> = Vec::new();
+    for (idx, c) in compiles.iter().enumerate() {
+        if c.failed {
+            continue;
+        }
+        let name = graph_name(&c.name);
+        let structure = c.program.as_ref().map(|p| p.structure_key);
+        let exact = families.iter().position(|f| {
+            f.run == c.run
+                && graph_name(&f.graph) == name
+                && f.structure_key == structure
+                && (structure.is_some() || same_site(compiles, f, c))
+        });
+        let joined = exact.or_else(|| {
+            let p = c.program.as_ref()?;
+            families
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| {
+                    f.run == c.run && graph_name(&f.graph) == name && same_site(compiles, f, c)
+                })
+                .filter_map(|(i, f)| {
+                    let first = compiles[f.members[0].compile].program.as_ref()?;
+                    let s = first.similarity(p);
+                    (s >= MERGE_SIMILARITY).then_some((i, s))
+                })
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(i, _)| i)
+        });
+        match joined {
+            Some(i) => {
+                let f = &mut families[i];
+                let against = nearest_sibling(compiles, f, c);
+                let diff = Some(member_diff(&compiles[against], c));
+                f.members.push(Member {
+                    compile: idx,
+                    against: Some(against),
+                    diff,
+                });
+            }
+            None => families.push(Family {
+                graph: c.name.clone(),
+                run: c.run,
+                structure_key: structure,
+                members: vec![Member {
+                    compile: idx,
+                    against: None,
+                    diff: None,
+                }],
+            }),
+        }
+    }
+    families
+}
+
+/// Same call site: the user lines of the compiles match (both unknown counts as a match).
+fn same_site(compiles: &[CompileView], f: &Family, c: &CompileView) -> bool {
+    compiles[f.members[0].compile].source == c.source
+}
+
+/// The earlier member with the same program if there is one (a cache miss), else the latest.
+fn nearest_sibling(compiles: &[CompileView], f: &Family, c: &CompileView) -> usize {
+    f.members
+        .iter()
+        .rev()
+        .map(|m| m.compile)
+        .find(|&i| compiles[i].same_program_key == c.same_program_key)
+        .unwrap_or_else(|| f.members.last().map_or(0, |m| m.compile))
+}
+
+fn member_diff(a: &CompileView, b: &CompileView) -> Diff {
+    let options_equal = a.options_hash == b.options_hash;
+    match (&a.program, &b.program) {
+        (Some(pa), Some(pb)) => diff_programs(pa, pb, options_equal),
+        _ if a.program_hash == b.program_hash && options_equal => Diff {
+            cause: Cause::IdenticalProgram,
+            summary: "the same program was compiled again".to_string(),
+            ..empty_diff()
+        },
+        _ if a.program_hash == b.program_hash => Diff {
+            cause: Cause::OptionsChanged,
+            summary: "the same program was compiled with different compile options".to_string(),
+            ..empty_diff()
+        },
+        _ => Diff {
+            cause: Cause::Unknown,
+            summary: format!(
+                "the {} programs differ ({:016x} → {:016x}) and no decodable HLO was recorded",
+                b.program_format, a.program_hash, b.program_hash
+            ),
+            ..empty_diff()
+        },
+    }
+}
+
+fn empty_diff() -> Diff {
+    Diff {
+        cause: Cause::Unknown,
+        summary: String::new(),
+        params: Vec::new(),
+        constants: Vec::new(),
+        ops_added: Default::default(),
+        ops_removed: Default::default(),
+        params_count: None,
+    }
+}
+
+/// Serializable pointer to a member, for reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MemberRef {
+    pub run: usize,
+    pub event: usize,
+}

@@ -1,0 +1,1129 @@
+//! The report: every analysis over one or several traces, findings with fixes, budgets and the
+//! comparison with a baseline report. Serializes to the JSON of `tpuscope report --format json`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use tpuscope_core::{Completeness, Trace};
+
+use crate::cache::{self, CacheReport};
+use crate::diff::{Cause, Diff};
+use crate::families::{self, CompileView, Family};
+use crate::hbm::{self, DeviceMemory, ExecutableMemory, OomReport};
+use crate::source::{SourceLoc, stack_lines};
+use crate::steps::{self, StepSource, Steps};
+use crate::suggest;
+use crate::syncs::{self, SyncLine, SyncView};
+
+/// Version of the report's JSON shape.
+pub const REPORT_VERSION: u32 = 1;
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub tpuscope_report: u32,
+    pub traces: Vec<TraceInfo>,
+    pub runs: RunsInfo,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    pub compiles: CompileSummary,
+    pub recompiles: Vec<FamilyReport>,
+    pub syncs: Vec<SyncLine>,
+    pub runtime_waits: u64,
+    pub steps: StepsReport,
+    pub hbm: Vec<DeviceMemory>,
+    pub compiled_memory: Vec<ExecutableMemory>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom: Option<OomReport>,
+    pub cache: CacheReport,
+    pub errors: Vec<ErrorSummary>,
+    pub findings: Vec<Finding>,
+    pub budgets: Vec<BudgetResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineResult>,
+}
+
+/// One analysed trace.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TraceInfo {
+    pub run: usize,
+    pub path: String,
+    pub pid: u32,
+    pub host: String,
+    pub frontend: String,
+    pub command: String,
+    pub plugin: String,
+    pub pjrt_api: String,
+    pub start_wall_ns: u64,
+    pub job_id: String,
+    pub process_index: u32,
+    /// `complete`, `no_end_record` (died or still running) or `cut` (truncated).
+    pub completeness: String,
+    pub events: u64,
+    pub dropped_events: u64,
+}
+
+/// How several traces were related.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunsInfo {
+    /// `single_run`, `successive_runs` (ordered by start time) or `multi_host_job`.
+    pub assumed: String,
+    pub note: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CompileSummary {
+    pub total: u64,
+    pub failed: u64,
+    pub compile_ms: f64,
+    /// Graph families (compiles of one graph), and those compiled more than once.
+    pub families: u64,
+    pub recompile_families: u64,
+    /// Σ over families of (count − 1).
+    pub recompiles: u64,
+    pub by_cause: BTreeMap<String, u64>,
+}
+
+/// A recompile family.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FamilyReport {
+    /// The executable/module name of its first compile.
+    pub graph: String,
+    pub run: usize,
+    pub count: u64,
+    pub cause: Cause,
+    /// The line a user would edit.
+    pub source: Option<SourceLoc>,
+    pub details: String,
+    pub suggestion: String,
+    pub compile_ms: f64,
+    /// True when this family is worth a user's attention (see [`Finding`]).
+    pub finding: bool,
+    pub members: Vec<MemberReport>,
+}
+
+/// One compile of a family.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MemberReport {
+    pub t_ms: f64,
+    pub compile_ms: f64,
+    pub executable: String,
+    /// Index (in `members`) of the earlier member it was compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<Diff>,
+    pub parameters: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLoc>,
+    pub stack: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StepsReport {
+    pub count: u64,
+    /// `marker torch_xla.sync`, `dominant executable jit_train_step`, or `none`.
+    pub detected_by: String,
+    /// Executable launches in the worst step after the first.
+    pub graph_fragments_per_step: u64,
+    /// Host syncs in the worst step after the first.
+    pub syncs_per_step: u64,
+    pub mean_graph_fragments_per_step: f64,
+    pub mean_syncs_per_step: f64,
+    /// Compiles in steps after the first (a steady-state loop compiles nothing).
+    pub compiles_after_first_step: u64,
+    pub per_step: Vec<StepRow>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StepRow {
+    pub run: usize,
+    pub number: u32,
+    pub t_ms: f64,
+    pub dur_ms: f64,
+    pub executes: u32,
+    pub distinct_executables: u32,
+    pub syncs: u32,
+    pub compiles: u32,
+    pub stall_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ErrorSummary {
+    pub api: String,
+    pub message: String,
+    pub count: u64,
+}
+
+/// Something to fix, in one line, with the fix.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Finding {
+    /// `recompile`, `sync`, `cache`, `hbm`, `oom`, `error`.
+    pub kind: String,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLoc>,
+    pub suggestion: String,
+}
+
+/// A CI budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum BudgetKey {
+    #[serde(rename = "compiles")]
+    Compiles,
+    #[serde(rename = "recompiles")]
+    Recompiles,
+    #[serde(rename = "syncs-per-step")]
+    SyncsPerStep,
+    #[serde(rename = "graph-fragments-per-step")]
+    GraphFragmentsPerStep,
+    #[serde(rename = "cache-misses")]
+    CacheMisses,
+    #[serde(rename = "hbm-peak-fraction")]
+    HbmPeakFraction,
+}
+
+impl BudgetKey {
+    pub const ALL: [BudgetKey; 6] = [
+        BudgetKey::Compiles,
+        BudgetKey::Recompiles,
+        BudgetKey::SyncsPerStep,
+        BudgetKey::GraphFragmentsPerStep,
+        BudgetKey::CacheMisses,
+        BudgetKey::HbmPeakFraction,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetKey::Compiles => "compiles",
+            BudgetKey::Recompiles => "recompiles",
+            BudgetKey::SyncsPerStep => "syncs-per-step",
+            BudgetKey::GraphFragmentsPerStep => "graph-fragments-per-step",
+            BudgetKey::CacheMisses => "cache-misses",
+            BudgetKey::HbmPeakFraction => "hbm-peak-fraction",
+        }
+    }
+}
+
+/// A budget given as `KEY=N`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Budget {
+    pub key: BudgetKey,
+    pub limit: f64,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum BudgetError {
+    #[error("budget {0:?} is not KEY=N")]
+    Syntax(String),
+    #[error("unknown budget key {0:?} (known: {known})", known = BudgetKey::ALL.map(BudgetKey::name).join(", "))]
+    UnknownKey(String),
+    #[error("budget {key}: {value:?} is not a non-negative number")]
+    BadLimit { key: String, value: String },
+}
+
+impl std::str::FromStr for Budget {
+    type Err = BudgetError;
+    fn from_str(s: &str) -> Result<Budget, BudgetError> {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| BudgetError::Syntax(s.to_string()))?;
+        let key = BudgetKey::ALL
+            .into_iter()
+            .find(|b| b.name() == k.trim())
+            .ok_or_else(|| BudgetError::UnknownKey(k.to_string()))?;
+        let limit: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|l: &f64| l.is_finite() && *l >= 0.0)
+            .ok_or_else(|| BudgetError::BadLimit {
+                key: k.to_string(),
+                value: v.to_string(),
+            })?;
+        Ok(Budget { key, limit })
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BudgetResult {
+    pub name: String,
+    pub limit: f64,
+    /// Absent when the trace cannot tell (no memory limit reported).
+    pub actual: Option<f64>,
+    pub ok: bool,
+    /// `ok`, `exceeded` or `unknown`.
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BaselineResult {
+    pub regressions: Vec<String>,
+    pub improvements: Vec<String>,
+    pub ok: bool,
+}
+
+/// One input: a display path and its decoded trace.
+pub struct Input<'a> {
+    pub path: String,
+    pub trace: &'a Trace,
+}
+
+/// Analyses traces: one run, successive runs of a program, or the hosts of one job.
+pub fn analyze(inputs: &[Input<'_>]) -> Report {
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    let start = |i: usize| {
+        inputs[i]
+            .trace
+            .manifest
+            .as_ref()
+            .map_or(0, |m| m.start_wall_ns)
+    };
+    let job = |i: usize| {
+        inputs[i]
+            .trace
+            .manifest
+            .as_ref()
+            .map(|m| m.job_id.clone())
+            .unwrap_or_default()
+    };
+    let multi_host =
+        inputs.len() > 1 && !job(0).is_empty() && (0..inputs.len()).all(|i| job(i) == job(0));
+    order.sort_by_key(|&i| {
+        if multi_host {
+            (
+                u64::from(
+                    inputs[i]
+                        .trace
+                        .manifest
+                        .as_ref()
+                        .map_or(0, |m| m.process_index),
+                ),
+                start(i),
+            )
+        } else {
+            (start(i), 0)
+        }
+    });
+    let traces: Vec<&Trace> = order.iter().map(|&i| inputs[i].trace).collect();
+    let runs = match (inputs.len(), multi_host) {
+        (1, _) => RunsInfo {
+            assumed: "single_run".into(),
+            note: "one trace".into(),
+        },
+        (n, true) => RunsInfo {
+            assumed: "multi_host_job".into(),
+            note: format!(
+                "{n} traces share job id {:?}: hosts of one job, ordered by process index",
+                job(0)
+            ),
+        },
+        (n, false) => RunsInfo {
+            assumed: "successive_runs".into(),
+            note: format!(
+                "{n} traces without a shared job id: successive runs of one program, ordered by start time"
+            ),
+        },
+    };
+
+    let mut report = Report {
+        tpuscope_report: REPORT_VERSION,
+        traces: Vec::new(),
+        runs,
+        warnings: Vec::new(),
+        compiles: CompileSummary::default(),
+        recompiles: Vec::new(),
+        syncs: Vec::new(),
+        runtime_waits: 0,
+        steps: StepsReport::default(),
+        hbm: Vec::new(),
+        compiled_memory: Vec::new(),
+        oom: None,
+        cache: CacheReport::default(),
+        errors: Vec::new(),
+        findings: Vec::new(),
+        budgets: Vec::new(),
+        baseline: None,
+    };
+
+    let mut all_compiles = Vec::new();
+    let mut all_syncs: Vec<SyncView> = Vec::new();
+    let mut all_steps: Vec<Steps> = Vec::new();
+    let mut errors: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (run, (&i, trace)) in order.iter().zip(&traces).enumerate() {
+        report.traces.push(trace_info(run, &inputs[i].path, trace));
+        warnings(&mut report.warnings, &inputs[i].path, trace);
+        let compiles = families::compiles(trace, run);
+        let (syncs, waits) = syncs::host_syncs(trace, run);
+        report.runtime_waits += waits;
+        let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
+        let steps = steps::steps(trace, &sync_times);
+        report.hbm.extend(hbm::devices(trace, run, &steps));
+        report.compiled_memory.extend(hbm::executables(trace, run));
+        if report.oom.is_none() {
+            report.oom = hbm::oom(trace, run);
+        }
+        collect_errors(trace, &mut errors);
+        let fams = families::families(&compiles);
+        report_families(&mut report, trace, &compiles, &fams);
+        all_syncs.extend(syncs);
+        all_steps.push(steps);
+        all_compiles.push(compiles);
+    }
+    report
+        .compiled_memory
+        .sort_by_key(|e| std::cmp::Reverse(e.peak_bytes));
+    report.compiled_memory.truncate(20);
+    report.errors = errors
+        .into_iter()
+        .map(|((api, message), count)| ErrorSummary {
+            api,
+            message,
+            count,
+        })
+        .collect();
+    let total_steps: usize = all_steps.iter().map(|s| s.steps.len()).sum();
+    report.syncs = syncs::group(&all_syncs, total_steps, |run, t| {
+        all_steps.get(run).and_then(|s| s.step_at(t))
+    });
+    report.steps = steps_report(&traces, &all_steps);
+    report.cache = cache::cache(&traces, &all_compiles, !multi_host);
+    summarize_compiles(&mut report, &all_compiles);
+    let frontend = report
+        .traces
+        .first()
+        .map(|t| t.frontend.clone())
+        .unwrap_or_default();
+    report.findings = findings(&report, &frontend, &all_steps);
+    report
+}
+
+fn trace_info(run: usize, path: &str, trace: &Trace) -> TraceInfo {
+    let m = trace.manifest.clone().unwrap_or_default();
+    TraceInfo {
+        run,
+        path: path.to_string(),
+        pid: m.pid,
+        host: m.host.clone(),
+        frontend: frontend_of(trace),
+        command: m.command_line.join(" "),
+        plugin: m.plugin_path.clone(),
+        pjrt_api: format!("{}.{}", m.pjrt_api_major, m.pjrt_api_minor),
+        start_wall_ns: m.start_wall_ns,
+        job_id: m.job_id.clone(),
+        process_index: m.process_index,
+        completeness: match trace.completeness {
+            Completeness::Complete => "complete".into(),
+            Completeness::NoEndRecord { .. } => "no_end_record".into(),
+            Completeness::Cut { .. } => "cut".into(),
+        },
+        events: trace.events.len() as u64,
+        dropped_events: trace.end.as_ref().map_or_else(
+            || {
+                trace
+                    .events
+                    .iter()
+                    .filter_map(|r| match r {
+                        tpuscope_core::Record::Dropped(d) => Some(d.total),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0)
+            },
+            |e| e.dropped_total,
+        ),
+    }
+}
+
+/// The frontend the agent named, else the one whose package the process loaded.
+pub fn frontend_of(trace: &Trace) -> String {
+    let Some(m) = &trace.manifest else {
+        return String::new();
+    };
+    if !m.frontend.is_empty() {
+        return m.frontend.clone();
+    }
+    let has = |p: &str| m.package_versions.iter().any(|kv| kv.key == p);
+    ["torch_tpu", "torch_xla", "jax"]
+        .into_iter()
+        .find(|p| has(p))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn warnings(out: &mut Vec<String>, path: &str, trace: &Trace) {
+    match trace.completeness {
+        Completeness::Cut { offset, file_len } => out.push(format!(
+            "{path}: trace cut at byte {offset} of {file_len}: the report covers what it holds"
+        )),
+        Completeness::NoEndRecord { .. } => out.push(format!(
+            "{path}: no end record (the process died or is still running): the report covers what it holds"
+        )),
+        Completeness::Complete => {}
+    }
+    if !trace.damage.is_empty() {
+        out.push(format!(
+            "{path}: {} damaged region(s) skipped",
+            trace.damage.len()
+        ));
+    }
+    let dropped = trace.end.as_ref().map_or(0, |e| e.dropped_total);
+    if dropped > 0 {
+        out.push(format!(
+            "{path}: the collector dropped {dropped} events under load: counts are lower bounds"
+        ));
+    }
+}
+
+fn collect_errors(trace: &Trace, out: &mut BTreeMap<(String, String), u64>) {
+    use tpuscope_core::Record;
+    for r in &trace.events {
+        let (api, msg) = match r {
+            Record::Error(e) => (e.api.clone(), e.message.clone()),
+            Record::Compile(c) => match &c.error {
+                Some(e) => ("compile".to_string(), e.message.clone()),
+                None => continue,
+            },
+            _ => continue,
+        };
+        let first_line = msg.lines().next().unwrap_or("").chars().take(300).collect();
+        *out.entry((api, first_line)).or_default() += 1;
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn report_families(report: &mut Report, trace: &Trace, compiles: &[CompileView], fams: &[Family]) {
+    let t0 = trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns);
+    let frontend = frontend_of(trace);
+    for f in fams {
+        report.compiles.families += 1;
+        if f.members.len() < 2 {
+            continue;
+        }
+        let Some(cause) = f.cause() else { continue };
+        let pos = |compile: usize| f.members.iter().position(|m| m.compile == compile);
+        let members: Vec<MemberReport> = f
+            .members
+            .iter()
+            .map(|m| {
+                let c = &compiles[m.compile];
+                MemberReport {
+                    t_ms: ms(c.t_ns.saturating_sub(t0)),
+                    compile_ms: ms(c.dur_ns),
+                    executable: c.name.clone(),
+                    against: m.against.and_then(pos),
+                    cause: m.diff.as_ref().map(|d| d.cause),
+                    diff: m.diff.clone(),
+                    parameters: c
+                        .program
+                        .as_ref()
+                        .map(|p| p.params.iter().map(|p| p.shape()).collect())
+                        .unwrap_or_default(),
+                    source: c.source.clone(),
+                    stack: stack_lines(trace, c.stack),
+                }
+            })
+            .collect();
+        let (details, suggestion, source) = explain(f, compiles, cause, &frontend);
+        report.recompiles.push(FamilyReport {
+            graph: f.graph.clone(),
+            run: f.run,
+            count: f.members.len() as u64,
+            cause,
+            source,
+            details,
+            suggestion,
+            compile_ms: f
+                .members
+                .iter()
+                .map(|m| ms(compiles[m.compile].dur_ns))
+                .sum(),
+            finding: true,
+            members,
+        });
+    }
+}
+
+/// The family's one-line details, its fix, and the line a user would edit.
+fn explain(
+    f: &Family,
+    compiles: &[CompileView],
+    cause: Cause,
+    frontend: &str,
+) -> (String, String, Option<SourceLoc>) {
+    let diffs: Vec<&Diff> = f
+        .members
+        .iter()
+        .filter_map(|m| m.diff.as_ref())
+        .filter(|d| d.cause == cause)
+        .collect();
+    let call_site = most_common(
+        f.members
+            .iter()
+            .filter_map(|m| compiles[m.compile].source.clone()),
+    );
+    let n = f.members.len();
+    let torch = frontend.starts_with("torch");
+    match cause {
+        Cause::ConstantChanged => {
+            let first = diffs.iter().find_map(|d| d.constants.first());
+            let op_source = diffs
+                .iter()
+                .flat_map(|d| &d.constants)
+                .find_map(|c| c.source.clone());
+            let source = op_source.or(call_site);
+            let Some(first) = first else {
+                return (String::new(), String::new(), source);
+            };
+            // The values the first changed constant took, in compile order.
+            let mut values = vec![first.old.clone()];
+            for d in &diffs {
+                if let Some(c) = d
+                    .constants
+                    .iter()
+                    .find(|c| c.what == first.what && c.op == first.op && c.dtype == first.dtype)
+                    && values.last() != Some(&c.new)
+                {
+                    values.push(c.new.clone());
+                }
+            }
+            let shown = if values.len() > 6 {
+                format!(
+                    "{} → … → {} ({} values)",
+                    values[..3].join(" → "),
+                    values[values.len() - 1],
+                    values.len()
+                )
+            } else {
+                values.join(" → ")
+            };
+            let used = if first.used_by.is_empty() {
+                String::new()
+            } else {
+                format!(", used by {}", first.used_by.join(", "))
+            };
+            let at = source
+                .as_ref()
+                .map(|s| format!(" at {s}"))
+                .unwrap_or_default();
+            let details = format!(
+                "{} of {} {} changed: {shown}{used}{at}",
+                first.what, first.op, first.dtype
+            );
+            let suggestion = match first.what.as_str() {
+                "literal" if torch => format!(
+                    "the Python scalar{at} is baked into the graph as {} {} ({n} graphs so far): keep it on the device as a tensor (e.g. `torch.tensor(value, device=device)`; for optimizers `capturable=True` / a tensor LR) so one graph serves every value",
+                    first.dtype, shown
+                ),
+                "literal" => format!(
+                    "the Python scalar{at} is baked into the program as {} {} ({n} compiles so far): pass it as an argument (`jnp.asarray(value)`) instead of closing over it, so one compiled program serves every value",
+                    first.dtype, shown
+                ),
+                "slice bounds" | "dynamic-slice sizes" | "gather slice sizes" if torch => format!(
+                    "a Python int index{at} becomes static slice bounds ({shown}): index with a device tensor (`x.index_select(dim, torch.tensor([i], device=device))`) so the index is data, not graph"
+                ),
+                "slice bounds" | "dynamic-slice sizes" | "gather slice sizes" => format!(
+                    "a Python int index{at} becomes static slice bounds ({shown}): use `jax.lax.dynamic_slice` / `jnp.take` with a traced index"
+                ),
+                _ => format!(
+                    "a size or attribute computed from a Python value{at} changes ({shown}): make it a fixed size, or pass the value as an array"
+                ),
+            };
+            (details, suggestion, source)
+        }
+        Cause::ShapeChanged | Cause::DtypeChanged => {
+            shape_explanation(f, compiles, &diffs, cause, call_site)
+        }
+        Cause::StructureChanged => {
+            let mut added: BTreeMap<String, u32> = BTreeMap::new();
+            let mut removed: BTreeMap<String, u32> = BTreeMap::new();
+            for d in &diffs {
+                for (k, v) in &d.ops_added {
+                    *added.entry(k.clone()).or_default() += v;
+                }
+                for (k, v) in &d.ops_removed {
+                    *removed.entry(k.clone()).or_default() += v;
+                }
+            }
+            let variants: BTreeSet<u64> = f
+                .members
+                .iter()
+                .map(|m| compiles[m.compile].same_program_key)
+                .collect();
+            let details = format!(
+                "{} variants of the graph over {n} compiles; {}",
+                variants.len(),
+                diffs
+                    .first()
+                    .map(|d| d.summary.clone())
+                    .unwrap_or_default()
+            );
+            let at = call_site
+                .as_ref()
+                .map(|s| format!(" reaching {s}"))
+                .unwrap_or_default();
+            let fix = if torch {
+                "compute both branches with `torch.where`, or keep data-dependent `if`s and optional inputs out of the step"
+            } else {
+                "use `jax.lax.cond`/`jnp.where` instead of Python branches on values, and always pass the same set of inputs"
+            };
+            (
+                details,
+                format!(
+                    "Python control flow or optional inputs{at} trace {} different graphs: {fix}",
+                    variants.len()
+                ),
+                call_site,
+            )
+        }
+        Cause::OptionsChanged => (
+            format!("the same program compiled {n} times with different compile options"),
+            "keep compile options (donation, shardings, device assignment, compiler flags) the same between calls".into(),
+            call_site,
+        ),
+        Cause::IdenticalProgram => {
+            let at = call_site
+                .as_ref()
+                .map(|s| format!(" at {s}"))
+                .unwrap_or_default();
+            let fix = if torch {
+                "the graph cache missed: avoid recreating modules/optimizers per step, and enable the persistent cache (`torch_xla.runtime.initialize_cache`)"
+            } else {
+                "the jitted function is re-created (a `jax.jit` or closure inside the loop): jit it once outside the loop, or enable the persistent compilation cache"
+            };
+            (
+                format!("the same program compiled {n} times{at}"),
+                format!("{fix} — {n} compiles where one would do"),
+                call_site,
+            )
+        }
+        Cause::Unknown => (
+            diffs
+                .first()
+                .map(|d| d.summary.clone())
+                .unwrap_or_default(),
+            "the programs differ in a way tpuscope does not classify: compare the members' HLO with `tpuscope view`".into(),
+            call_site,
+        ),
+    }
+}
+
+fn shape_explanation(
+    f: &Family,
+    compiles: &[CompileView],
+    diffs: &[&Diff],
+    cause: Cause,
+    call_site: Option<SourceLoc>,
+) -> (String, String, Option<SourceLoc>) {
+    // Every (parameter, dim) that changed in some member, with every size it took.
+    let mut churn: BTreeMap<(i64, usize), (Option<String>, BTreeSet<i64>)> = BTreeMap::new();
+    let mut dtype_changes: BTreeMap<i64, (Option<String>, BTreeSet<String>)> = BTreeMap::new();
+    for d in diffs {
+        for p in &d.params {
+            for &dim in &p.dims {
+                churn
+                    .entry((p.number, dim))
+                    .or_insert((p.name.clone(), BTreeSet::new()));
+            }
+            if p.dtype_changed {
+                dtype_changes
+                    .entry(p.number)
+                    .or_insert((p.name.clone(), BTreeSet::new()));
+            }
+        }
+    }
+    for m in &f.members {
+        let Some(p) = &compiles[m.compile].program else {
+            continue;
+        };
+        for ((num, dim), (_, sizes)) in churn.iter_mut() {
+            if let Some(param) = p.params.iter().find(|q| q.number == *num)
+                && let Some(&s) = param.dims.get(*dim)
+            {
+                sizes.insert(s);
+            }
+        }
+        for (num, (_, types)) in dtype_changes.iter_mut() {
+            if let Some(param) = p.params.iter().find(|q| q.number == *num) {
+                types.insert(param.dtype.clone());
+            }
+        }
+    }
+    let n = f.members.len();
+    let at = call_site
+        .as_ref()
+        .map(|s| format!(" called at {s}"))
+        .unwrap_or_default();
+    if cause == Cause::DtypeChanged || churn.is_empty() {
+        let parts: Vec<String> = dtype_changes
+            .iter()
+            .map(|(num, (name, types))| {
+                format!(
+                    "{} took dtypes {}",
+                    arg_label(*num, name.as_deref()),
+                    types.iter().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        return (
+            parts.join("; "),
+            format!(
+                "cast the inputs to one dtype before the call{at} ({n} compiles for {} dtypes)",
+                dtype_changes.values().map(|v| v.1.len()).max().unwrap_or(0)
+            ),
+            call_site,
+        );
+    }
+    let mut details = Vec::new();
+    let mut fixes = Vec::new();
+    for ((num, dim), (name, sizes)) in &churn {
+        let v: Vec<i64> = sizes.iter().copied().collect();
+        let label = arg_label(*num, name.as_deref());
+        details.push(format!(
+            "argument {label} dim {dim} took {} sizes {}",
+            v.len(),
+            suggest::set(&v)
+        ));
+        if let Some(b) = suggest::buckets(&v) {
+            let how = if b.multiple > 0 {
+                format!(" (multiples of {})", b.multiple)
+            } else {
+                String::new()
+            };
+            fixes.push(format!(
+                "pad {label} dim {dim} up to {}{how}: {} graph{} instead of {}",
+                suggest::set(&b.sizes),
+                b.sizes.len(),
+                if b.sizes.len() == 1 { "" } else { "s" },
+                v.len()
+            ));
+        }
+    }
+    let fix = if fixes.is_empty() {
+        format!("make the shapes{at} static (pad or bucket them)")
+    } else {
+        format!("{}{at}", fixes.join("; "))
+    };
+    (details.join("; "), fix, call_site)
+}
+
+fn arg_label(num: i64, name: Option<&str>) -> String {
+    match name {
+        Some(n) => format!("#{num} `{n}`"),
+        None => format!("#{num}"),
+    }
+}
+
+fn most_common<T: Ord + Clone>(items: impl Iterator<Item = T>) -> Option<T> {
+    let mut counts: BTreeMap<T, usize> = BTreeMap::new();
+    for i in items {
+        *counts.entry(i).or_default() += 1;
+    }
+    let best = counts.values().copied().max()?;
+    counts.into_iter().find(|(_, n)| *n == best).map(|(t, _)| t)
+}
+
+fn steps_report(traces: &[&Trace], all: &[Steps]) -> StepsReport {
+    let mut r = StepsReport {
+        detected_by: "none".into(),
+        ..StepsReport::default()
+    };
+    let mut fragments = Vec::new();
+    let mut syncs = Vec::new();
+    for (run, (steps, trace)) in all.iter().zip(traces).enumerate() {
+        let t0 = trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns);
+        if run == 0 || r.detected_by == "none" {
+            r.detected_by = match &steps.source {
+                StepSource::Marker { marker } => format!("marker {marker}"),
+                StepSource::DominantExecutable { executable } => {
+                    format!("dominant executable {executable}")
+                }
+                StepSource::None => "none".into(),
+            };
+        }
+        r.count += steps.steps.len() as u64;
+        r.graph_fragments_per_step = r.graph_fragments_per_step.max(u64::from(
+            steps.worst_after_first(|s| s.executes).unwrap_or(0),
+        ));
+        r.syncs_per_step = r
+            .syncs_per_step
+            .max(u64::from(steps.worst_after_first(|s| s.syncs).unwrap_or(0)));
+        for s in steps.steps.iter().skip(1) {
+            r.compiles_after_first_step += u64::from(s.compiles);
+            fragments.push(f64::from(s.executes));
+            syncs.push(f64::from(s.syncs));
+        }
+        for s in &steps.steps {
+            if r.per_step.len() >= 10_000 {
+                break;
+            }
+            r.per_step.push(StepRow {
+                run,
+                number: s.number,
+                t_ms: ms(s.start_ns.saturating_sub(t0)),
+                dur_ms: ms(s.end_ns.saturating_sub(s.start_ns)),
+                executes: s.executes,
+                distinct_executables: s.distinct_executables,
+                syncs: s.syncs,
+                compiles: s.compiles,
+                stall_ms: ms(s.stall_ns),
+            });
+        }
+    }
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    r.mean_graph_fragments_per_step = mean(&fragments);
+    r.mean_syncs_per_step = mean(&syncs);
+    r
+}
+
+fn summarize_compiles(report: &mut Report, all: &[Vec<CompileView>]) {
+    let c = &mut report.compiles;
+    for list in all {
+        c.total += list.len() as u64;
+        c.failed += list.iter().filter(|x| x.failed).count() as u64;
+        c.compile_ms += list.iter().map(|x| ms(x.dur_ns)).sum::<f64>();
+    }
+    c.recompile_families = report.recompiles.len() as u64;
+    c.recompiles = report.recompiles.iter().map(|f| f.count - 1).sum();
+    for f in &report.recompiles {
+        *c.by_cause.entry(f.cause.as_str().to_string()).or_default() += f.count - 1;
+    }
+}
+
+/// A sync line is a finding when it blocks in at least this share of the steps after the first.
+const SYNC_STEP_SHARE: f64 = 0.25;
+
+fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for f in report.recompiles.iter().filter(|f| f.finding) {
+        out.push(Finding {
+            kind: "recompile".into(),
+            title: format!(
+                "{} compiled {}× ({}, {:.0} ms): {}",
+                f.graph, f.count, f.cause, f.compile_ms, f.details
+            ),
+            source: f.source.clone(),
+            suggestion: f.suggestion.clone(),
+        });
+    }
+    let later_steps: usize = steps.iter().map(|s| s.steps.len().saturating_sub(1)).sum();
+    for s in &report.syncs {
+        let frequent = if later_steps > 0 {
+            s.count >= 2
+                && f64::from(s.steps_with_sync) >= (later_steps as f64 * SYNC_STEP_SHARE).max(1.0)
+        } else {
+            s.count >= 3
+        };
+        if !frequent {
+            continue;
+        }
+        let Some(src) = &s.source else { continue };
+        let per_step = s
+            .per_step
+            .map(|p| format!(", {p:.1} per step"))
+            .unwrap_or_default();
+        out.push(Finding {
+            kind: "sync".into(),
+            title: format!(
+                "host sync at {src}: {}× ({:.3} ms stalled{per_step})",
+                s.count, s.stall_ms
+            ),
+            source: Some(src.clone()),
+            suggestion: s.suggestion.clone(),
+        });
+    }
+    let c = &report.cache;
+    for s in &c.stored_but_recompiled {
+        out.push(Finding {
+            kind: "cache".into(),
+            title: format!(
+                "cache written but never read back: {} was stored in run {} and compiled again in run {}",
+                s.graph, s.stored_in_run, s.recompiled_in_run
+            ),
+            source: None,
+            suggestion: if frontend.starts_with("torch_xla") {
+                "check that the cache path is the same and readable in both runs (`torch_xla.runtime.initialize_cache(path, readonly=False)`) and that deserialization works on this plugin (see deserialize failures)".into()
+            } else {
+                "check that both runs use the same cache directory and the same compile options/versions, and that the plugin can deserialize executables".into()
+            },
+        });
+    }
+    for fl in &c.failures {
+        out.push(Finding {
+            kind: "cache".into(),
+            title: format!(
+                "{}× persistent cache entry failed to load: {}",
+                fl.count, fl.message
+            ),
+            source: None,
+            suggestion: "the cache is written but cannot be read back on this plugin/version: every restart recompiles; fix the plugin version or disable the cache to save the write time".into(),
+        });
+    }
+    if let Some(o) = &report.oom {
+        out.push(Finding {
+            kind: "oom".into(),
+            title: format!("out of device memory at {:.1} ms in {}: {}", o.t_ms, o.api, o.message.lines().next().unwrap_or("")),
+            source: None,
+            suggestion: match o.largest_executables.first() {
+                Some(e) => format!(
+                    "the largest executable is {} (peak {} MiB, temp {} MiB): shard it, rematerialize, or lower the batch size",
+                    e.graph,
+                    e.peak_bytes / (1 << 20),
+                    e.temp_bytes / (1 << 20)
+                ),
+                None => "lower the batch size or shard the model".into(),
+            },
+        });
+    }
+    for d in &report.hbm {
+        if let (Some(g), Some(limit)) = (d.growth_bytes_per_step, d.limit_bytes)
+            && g > 0.0
+            && report.steps.count >= 5
+            && g * report.steps.count as f64 > 0.05 * limit as f64
+        {
+            out.push(Finding {
+                kind: "hbm".into(),
+                title: format!(
+                    "device {} memory grows {:.0} KiB per step (peak {:.1}% of the limit)",
+                    d.device,
+                    g / 1024.0,
+                    d.peak_fraction.unwrap_or(0.0) * 100.0
+                ),
+                source: None,
+                suggestion: "something keeps device arrays alive across steps (a growing list of losses or activations): keep Python references per step only".into(),
+            });
+        }
+    }
+    out
+}
+
+/// Evaluates budgets against a report.
+pub fn apply_budgets(report: &mut Report, budgets: &[Budget]) {
+    report.budgets = budgets
+        .iter()
+        .map(|b| {
+            let actual = match b.key {
+                BudgetKey::Compiles => Some(report.compiles.total as f64),
+                BudgetKey::Recompiles => Some(report.compiles.recompiles as f64),
+                BudgetKey::SyncsPerStep => Some(report.steps.syncs_per_step as f64),
+                BudgetKey::GraphFragmentsPerStep => {
+                    Some(report.steps.graph_fragments_per_step as f64)
+                }
+                BudgetKey::CacheMisses => Some(report.cache.recompiled_same_program as f64),
+                BudgetKey::HbmPeakFraction => report
+                    .hbm
+                    .iter()
+                    .filter_map(|d| d.peak_fraction)
+                    .max_by(f64::total_cmp),
+            };
+            let (ok, status) = match actual {
+                None => (true, "unknown"),
+                Some(a) if a <= b.limit => (true, "ok"),
+                Some(_) => (false, "exceeded"),
+            };
+            BudgetResult {
+                name: b.key.name().to_string(),
+                limit: b.limit,
+                actual,
+                ok,
+                status: status.to_string(),
+            }
+        })
+        .collect();
+}
+
+/// Compares a report with an earlier JSON report: new recompile families, more syncs or graph
+/// fragments per step, more cache misses are regressions.
+pub fn compare_baseline(report: &mut Report, baseline: &serde_json::Value) {
+    let fam_key = |graph: &str, cause: &str, file: &str| {
+        format!(
+            "{} {cause} {}",
+            families::graph_name(graph),
+            crate::source::short_path(file)
+        )
+    };
+    let old_families: BTreeSet<String> = baseline["recompiles"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| {
+                    fam_key(
+                        f["graph"].as_str().unwrap_or(""),
+                        f["cause"].as_str().unwrap_or(""),
+                        f["source"]["file"].as_str().unwrap_or(""),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut regressions = Vec::new();
+    let mut improvements = Vec::new();
+    let mut new_keys = BTreeSet::new();
+    for f in &report.recompiles {
+        let key = fam_key(
+            &f.graph,
+            f.cause.as_str(),
+            f.source.as_ref().map_or("", |s| s.file.as_str()),
+        );
+        if !old_families.contains(&key) {
+            let at = f
+                .source
+                .as_ref()
+                .map(|s| format!(" at {s}"))
+                .unwrap_or_default();
+            regressions.push(format!(
+                "new recompile family: {} compiled {}× ({}){at}",
+                f.graph, f.count, f.cause
+            ));
+        }
+        new_keys.insert(key);
+    }
+    for k in old_families.difference(&new_keys) {
+        improvements.push(format!("recompile family gone: {k}"));
+    }
+    let mut compare = |name: &str, old: Option<f64>, new: f64| {
+        if let Some(old) = old {
+            if new > old {
+                regressions.push(format!("{name}: {old} → {new}"));
+            } else if new < old {
+                improvements.push(format!("{name}: {old} → {new}"));
+            }
+        }
+    };
+    compare(
+        "syncs per step",
+        baseline["steps"]["syncs_per_step"].as_f64(),
+        report.steps.syncs_per_step as f64,
+    );
+    compare(
+        "graph fragments per step",
+        baseline["steps"]["graph_fragments_per_step"].as_f64(),
+        report.steps.graph_fragments_per_step as f64,
+    );
+    compare(
+        "cache misses",
+        baseline["cache"]["recompiled_same_program"].as_f64(),
+        report.cache.recompiled_same_program as f64,
+    );
+    report.baseline = Some(BaselineResult {
+        ok: regressions.is_empty(),
+        regressions,
+        improvements,
+    });
+}
+
+/// The exit status a CI step wants: 1 when a budget is exceeded or the baseline regressed.
+pub fn failed(report: &Report) -> bool {
+    report.budgets.iter().any(|b| !b.ok) || report.baseline.as_ref().is_some_and(|b| !b.ok)
+}

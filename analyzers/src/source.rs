@@ -1,0 +1,128 @@
+//! Which Python frame is the user's: the line a user would edit.
+
+use serde::{Deserialize, Serialize};
+use tpuscope_core::Trace;
+
+/// A place in the user's source.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SourceLoc {
+    pub file: String,
+    pub line: u32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub function: String,
+}
+
+impl std::fmt::Display for SourceLoc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", short_path(&self.file), self.line)
+    }
+}
+
+/// The last two components of a path: enough to recognise a file in a one-line message.
+pub fn short_path(path: &str) -> &str {
+    let mut cut = path.len();
+    for _ in 0..2 {
+        match path[..cut].rfind('/') {
+            Some(i) => cut = i,
+            None => return path,
+        }
+    }
+    &path[cut + 1..]
+}
+
+/// Package directories whose frames are the framework's, not the user's.
+const FRAMEWORK_PACKAGES: &[&str] = &[
+    "jax",
+    "jaxlib",
+    "torch",
+    "torch_xla",
+    "torch_tpu",
+    "flax",
+    "optax",
+    "equinox",
+    "numpy",
+    "tpuscope_agent",
+];
+
+/// True for frames inside the frontends, site-packages, the standard library or the agent.
+pub fn is_framework_file(file: &str) -> bool {
+    if file.is_empty() || file.starts_with('<') {
+        // `<frozen importlib._bootstrap>`, `<string>`: never a line to edit.
+        return true;
+    }
+    if file.contains("/site-packages/") || file.contains("/dist-packages/") {
+        return true;
+    }
+    if file.contains("/lib/python3") && !file.contains("/site-packages/") {
+        // The interpreter's standard library (e.g. /usr/lib/python3.11/threading.py).
+        return true;
+    }
+    let mut parts = file.split('/');
+    parts.any(|p| FRAMEWORK_PACKAGES.contains(&p))
+}
+
+/// The innermost user frame of an interned stack (frames are stored innermost first).
+pub fn user_frame(trace: &Trace, stack: u32) -> Option<SourceLoc> {
+    let def = trace.stacks.get(&stack)?;
+    def.frames.iter().find_map(|f| {
+        let file = trace.string(f.file);
+        (!is_framework_file(file)).then(|| SourceLoc {
+            file: file.to_string(),
+            line: f.line,
+            function: trace.string(f.function).to_string(),
+        })
+    })
+}
+
+/// The whole stack as `file:line function` lines, innermost first.
+pub fn stack_lines(trace: &Trace, stack: u32) -> Vec<String> {
+    trace
+        .stacks
+        .get(&stack)
+        .map(|def| {
+            def.frames
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}:{} {}",
+                        trace.string(f.file),
+                        f.line,
+                        trace.string(f.function)
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framework_frames_are_recognised() {
+        for f in [
+            "/root/.cache/tpuscope/envs/jax/lib/python3.11/site-packages/jax/_src/pjit.py",
+            "/usr/lib/python3.11/threading.py",
+            "<frozen runpy>",
+            "/src/torch_xla/torch_xla/core/xla_model.py",
+            "",
+        ] {
+            assert!(is_framework_file(f), "{f}");
+        }
+        for f in [
+            "/work/main/examples/jax/lr_python_float.py",
+            "train.py",
+            "/home/me/jaxlike/train.py",
+        ] {
+            assert!(!is_framework_file(f), "{f}");
+        }
+    }
+
+    #[test]
+    fn short_paths_keep_two_components() {
+        assert_eq!(short_path("/a/b/c/train.py"), "c/train.py");
+        assert_eq!(short_path("c/train.py"), "c/train.py");
+        assert_eq!(short_path("train.py"), "train.py");
+    }
+}

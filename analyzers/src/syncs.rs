@@ -1,0 +1,188 @@
+//! Host syncs: where the host waited for the device, by the user's line.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use tpuscope_core::Trace;
+use tpuscope_core::event::{Direction, Record};
+
+use crate::source::{SourceLoc, user_frame};
+
+/// One host sync.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyncView {
+    pub run: usize,
+    pub t_ns: u64,
+    pub stall_ns: u64,
+    pub bytes: u64,
+    /// `float32[8,16]` for reads, the wait's reason otherwise.
+    pub what: String,
+    pub api: String,
+    pub source: Option<SourceLoc>,
+    /// The innermost frame when no frame is the user's.
+    pub innermost: Option<SourceLoc>,
+}
+
+/// The host syncs of a trace: device-to-host reads that blocked the caller, and waits on device
+/// events from a Python thread. Waits of the runtime's own threads (no Python stack) are the
+/// frontend's business, not a user's line, and are counted apart.
+pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
+    let mut out = Vec::new();
+    let mut runtime_waits = 0;
+    for r in &trace.events {
+        match r {
+            Record::Transfer(t) if t.direction == Direction::D2h as i32 && t.sync => {
+                out.push(SyncView {
+                    run,
+                    t_ns: t.t_ns,
+                    stall_ns: t.blocked_ns,
+                    bytes: t.bytes,
+                    what: format!(
+                        "{}[{}]",
+                        t.dtype,
+                        t.dims
+                            .iter()
+                            .map(i64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                    api: t.api.clone(),
+                    source: user_frame(trace, t.stack),
+                    innermost: innermost(trace, t.stack),
+                });
+            }
+            Record::Sync(s) => {
+                if s.stack == 0 || !trace.stacks.contains_key(&s.stack) {
+                    runtime_waits += 1;
+                    continue;
+                }
+                out.push(SyncView {
+                    run,
+                    t_ns: s.t_ns,
+                    stall_ns: s.dur_ns,
+                    bytes: 0,
+                    what: s.reason.clone(),
+                    api: s.reason.clone(),
+                    source: user_frame(trace, s.stack),
+                    innermost: innermost(trace, s.stack),
+                });
+            }
+            _ => {}
+        }
+    }
+    (out, runtime_waits)
+}
+
+fn innermost(trace: &Trace, stack: u32) -> Option<SourceLoc> {
+    let f = trace.stacks.get(&stack)?.frames.first()?;
+    Some(SourceLoc {
+        file: trace.string(f.file).to_string(),
+        line: f.line,
+        function: trace.string(f.function).to_string(),
+    })
+}
+
+/// Syncs grouped by the user line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncLine {
+    /// The user's line; absent when the sync came from no user code (then `innermost` says where).
+    pub source: Option<SourceLoc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub innermost: Option<SourceLoc>,
+    pub count: u64,
+    pub bytes: u64,
+    pub stall_ms: f64,
+    /// Stall divided by the number of steps (absent without steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ms_per_step: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_step: Option<f64>,
+    /// In how many steps after the first this line synced.
+    pub steps_with_sync: u32,
+    /// What was read (shapes) or waited on, up to five.
+    pub what: Vec<String>,
+    pub suggestion: String,
+}
+
+/// Groups syncs by user line, most stall first. `step_of` maps a time to a step index.
+pub fn group(
+    syncs: &[SyncView],
+    steps: usize,
+    step_of: impl Fn(usize, u64) -> Option<usize>,
+) -> Vec<SyncLine> {
+    type Key = (Option<SourceLoc>, Option<SourceLoc>);
+    /// count, bytes, stall, (run, step) pairs it synced in, what it read.
+    type Acc = (u64, u64, u64, BTreeSet<(usize, usize)>, BTreeSet<String>);
+    let mut groups: BTreeMap<Key, Acc> = BTreeMap::new();
+    for s in syncs {
+        let key = match &s.source {
+            Some(src) => (Some(strip_function(src)), None),
+            None => (None, s.innermost.as_ref().map(strip_function)),
+        };
+        let g = groups.entry(key).or_default();
+        g.0 += 1;
+        g.1 += s.bytes;
+        g.2 += s.stall_ns;
+        if let Some(i) = step_of(s.run, s.t_ns)
+            && i > 0
+        {
+            g.3.insert((s.run, i));
+        }
+        if g.4.len() < 5 {
+            g.4.insert(s.what.clone());
+        }
+    }
+    let function_of = |src: &SourceLoc| {
+        syncs
+            .iter()
+            .filter_map(|s| s.source.as_ref())
+            .find(|s| s.file == src.file && s.line == src.line)
+            .map(|s| s.function.clone())
+            .unwrap_or_default()
+    };
+    let mut lines: Vec<SyncLine> = groups
+        .into_iter()
+        .map(|((source, innermost), (count, bytes, stall, in_steps, what))| {
+            let source = source.map(|s| SourceLoc {
+                function: function_of(&s),
+                ..s
+            });
+            let stall_ms = stall as f64 / 1e6;
+            let per_step = (steps > 0).then(|| count as f64 / steps as f64);
+            let suggestion = match &source {
+                Some(src) => format!(
+                    "{src} blocks the host {count}× ({:.3} ms): keep the value on the device (accumulate, compare with device ops), or read it every N steps or after the loop",
+                    stall_ms
+                ),
+                None => "a read from framework code with no user frame: look at the stack in `tpuscope dump`".to_string(),
+            };
+            SyncLine {
+                source,
+                innermost,
+                count,
+                bytes,
+                stall_ms,
+                stall_ms_per_step: (steps > 0).then(|| stall_ms / steps as f64),
+                per_step,
+                steps_with_sync: u32::try_from(in_steps.len()).unwrap_or(u32::MAX),
+                what: what.into_iter().collect(),
+                suggestion,
+            }
+        })
+        .collect();
+    lines.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(b.stall_ms.total_cmp(&a.stall_ms))
+            .then(a.source.cmp(&b.source))
+    });
+    lines
+}
+
+fn strip_function(s: &SourceLoc) -> SourceLoc {
+    SourceLoc {
+        file: s.file.clone(),
+        line: s.line,
+        function: String::new(),
+    }
+}
