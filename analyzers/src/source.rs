@@ -30,18 +30,19 @@ pub fn short_path(path: &str) -> &str {
     &path[cut + 1..]
 }
 
-/// Package directories whose frames are the framework's, not the user's.
-const FRAMEWORK_PACKAGES: &[&str] = &[
-    "jax",
-    "jaxlib",
-    "torch",
-    "torch_xla",
-    "torch_tpu",
-    "flax",
-    "optax",
-    "equinox",
-    "numpy",
-    "tpuscope_agent",
+/// Path pieces of frontends checked out from source (editable installs) rather than installed
+/// in site-packages. Directory names alone (`jax/`, `torch/`) are not enough: users keep their
+/// own scripts in folders named like that.
+const FRAMEWORK_SOURCE_MARKERS: &[&str] = &[
+    "/jax/_src/",
+    "/jaxlib/",
+    "/torch_xla/core/",
+    "/torch_xla/_internal/",
+    "/torch_xla/distributed/",
+    "/torch/_dynamo/",
+    "/torch/nn/modules/",
+    "/torch_tpu/_",
+    "/tpuscope_agent/",
 ];
 
 /// True for frames inside the frontends, site-packages, the standard library or the agent.
@@ -53,12 +54,11 @@ pub fn is_framework_file(file: &str) -> bool {
     if file.contains("/site-packages/") || file.contains("/dist-packages/") {
         return true;
     }
-    if file.contains("/lib/python3") && !file.contains("/site-packages/") {
+    if file.contains("/lib/python3") {
         // The interpreter's standard library (e.g. /usr/lib/python3.11/threading.py).
         return true;
     }
-    let mut parts = file.split('/');
-    parts.any(|p| FRAMEWORK_PACKAGES.contains(&p))
+    FRAMEWORK_SOURCE_MARKERS.iter().any(|m| file.contains(m))
 }
 
 /// The innermost user frame of an interned stack (frames are stored innermost first).
@@ -106,6 +106,7 @@ mod tests {
             "/usr/lib/python3.11/threading.py",
             "<frozen runpy>",
             "/src/torch_xla/torch_xla/core/xla_model.py",
+            "/src/jax/jax/_src/pjit.py",
             "",
         ] {
             assert!(is_framework_file(f), "{f}");
@@ -114,6 +115,7 @@ mod tests {
             "/work/main/examples/jax/lr_python_float.py",
             "train.py",
             "/home/me/jaxlike/train.py",
+            "/work/main/examples/torch_xla/step_index_slice.py",
         ] {
             assert!(!is_framework_file(f), "{f}");
         }
