@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tpuscope_core::hlo::{self, HloComputationProto, HloInstructionProto, HloModuleProto};
 
-use crate::program::{Param, Program};
+use crate::program::{Param, Program, ProgramOrigin};
 use crate::source::{SourceLoc, is_framework_file};
 
 /// Why a graph compiled again.
@@ -131,7 +131,19 @@ pub fn diff_programs(a: &Program, b: &Program, options_equal: bool) -> Diff {
             )
         };
     }
-    if a.params.len() == b.params.len() {
+    // An input program is what the frontend traced: another structure is another trace, even
+    // when the arguments changed with it. Optimized programs are fused differently for
+    // different shapes, so there the arguments decide.
+    let traced = a.origin == ProgramOrigin::Input && b.origin == ProgramOrigin::Input;
+    if traced && a.structure_key != b.structure_key {
+        return structure_diff(a, b);
+    }
+    let same_ranks = a.params.len() == b.params.len()
+        && a.params
+            .iter()
+            .zip(&b.params)
+            .all(|(x, y)| x.dims.len() == y.dims.len());
+    if same_ranks {
         let changes = param_changes(&a.params, &b.params);
         if !changes.is_empty() {
             let cause = if changes.iter().any(|c| !c.dims.is_empty()) {
@@ -409,7 +421,12 @@ fn change(
             .unwrap_or_default(),
         old,
         new,
-        used_by: users.iter().take(4).map(|u| op_label(u)).collect(),
+        used_by: users
+            .iter()
+            .filter(|u| u.opcode != "tuple")
+            .take(4)
+            .map(|u| op_label(u))
+            .collect(),
         source,
     }
 }

@@ -79,8 +79,11 @@ pub struct CompileSummary {
     /// Graph families (compiles of one graph), and those compiled more than once.
     pub families: u64,
     pub recompile_families: u64,
-    /// Σ over families of (count − 1).
+    /// Σ over recompile families of (count − 1), for the families that recompiled after warm-up.
     pub recompiles: u64,
+    /// Σ (count − 1) of families that compiled more than once only during warm-up (setup and the
+    /// first two steps): listed in `recompiles` with `finding: false`.
+    pub warmup_recompiles: u64,
     pub by_cause: BTreeMap<String, u64>,
 }
 
@@ -97,7 +100,9 @@ pub struct FamilyReport {
     pub details: String,
     pub suggestion: String,
     pub compile_ms: f64,
-    /// True when this family is worth a user's attention (see [`Finding`]).
+    /// Recompiles after warm-up (the first two steps): what a steady loop should never do.
+    pub steady_state_recompiles: u64,
+    /// True when it recompiled after warm-up (or the run has no steps to tell warm-up by).
     pub finding: bool,
     pub members: Vec<MemberReport>,
 }
@@ -367,7 +372,7 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         }
         collect_errors(trace, &mut errors);
         let fams = families::families(&compiles);
-        report_families(&mut report, trace, &compiles, &fams);
+        report_families(&mut report, trace, &compiles, &fams, &steps);
         all_syncs.extend(syncs);
         all_steps.push(steps);
         all_compiles.push(compiles);
@@ -497,7 +502,13 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn report_families(report: &mut Report, trace: &Trace, compiles: &[CompileView], fams: &[Family]) {
+fn report_families(
+    report: &mut Report,
+    trace: &Trace,
+    compiles: &[CompileView],
+    fams: &[Family],
+    steps: &Steps,
+) {
     let t0 = trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns);
     let frontend = frontend_of(trace);
     for f in fams {
@@ -530,6 +541,12 @@ fn report_families(report: &mut Report, trace: &Trace, compiles: &[CompileView],
             })
             .collect();
         let (details, suggestion, source) = explain(f, compiles, cause, &frontend);
+        let steady_state_recompiles = f
+            .members
+            .iter()
+            .skip(1)
+            .filter(|m| steady(steps, compiles[m.compile].t_ns))
+            .count() as u64;
         report.recompiles.push(FamilyReport {
             graph: f.graph.clone(),
             run: f.run,
@@ -543,9 +560,25 @@ fn report_families(report: &mut Report, trace: &Trace, compiles: &[CompileView],
                 .iter()
                 .map(|m| ms(compiles[m.compile].dur_ns))
                 .sum(),
-            finding: true,
+            steady_state_recompiles,
+            finding: steady_state_recompiles > 0,
             members,
         });
+    }
+}
+
+/// Steps that may legitimately compile: step 1 traces the loop, step 2 traces it again once the
+/// optimizer state exists (torch_xla), and setup before the first step compiles what it likes.
+const WARMUP_STEPS: usize = 2;
+
+/// True when a compile at `t` is past warm-up (always, for a run without steps).
+fn steady(steps: &Steps, t: u64) -> bool {
+    let Some(last) = steps.steps.last() else {
+        return true;
+    };
+    match steps.step_at(t) {
+        Some(i) => i >= WARMUP_STEPS,
+        None => t >= last.end_ns && steps.steps.len() > WARMUP_STEPS,
     }
 }
 
@@ -781,7 +814,7 @@ fn shape_explanation(
     }
     let mut details = Vec::new();
     let mut fixes = Vec::new();
-    for ((num, dim), (name, sizes)) in &churn {
+    for ((num, dim), (name, sizes)) in churn.iter().filter(|(_, (_, s))| s.len() > 1) {
         let v: Vec<i64> = sizes.iter().copied().collect();
         let label = arg_label(*num, name.as_deref());
         details.push(format!(
@@ -894,9 +927,17 @@ fn summarize_compiles(report: &mut Report, all: &[Vec<CompileView>]) {
         c.failed += list.iter().filter(|x| x.failed).count() as u64;
         c.compile_ms += list.iter().map(|x| ms(x.dur_ns)).sum::<f64>();
     }
-    c.recompile_families = report.recompiles.len() as u64;
-    c.recompiles = report.recompiles.iter().map(|f| f.count - 1).sum();
-    for f in &report.recompiles {
+    // Families that only compiled during warm-up are listed, but not counted as recompiles.
+    let counted = report.recompiles.iter().filter(|f| f.finding);
+    c.recompile_families = counted.clone().count() as u64;
+    c.recompiles = counted.clone().map(|f| f.count - 1).sum();
+    c.warmup_recompiles = report
+        .recompiles
+        .iter()
+        .filter(|f| !f.finding)
+        .map(|f| f.count - 1)
+        .sum();
+    for f in counted {
         *c.by_cause.entry(f.cause.as_str().to_string()).or_default() += f.count - 1;
     }
 }
