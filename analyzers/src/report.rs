@@ -474,6 +474,12 @@ fn warnings(out: &mut Vec<String>, path: &str, trace: &Trace) {
             trace.damage.len()
         ));
     }
+    if trace.unknown_records > 0 {
+        out.push(format!(
+            "{path}: {} record(s) of kinds newer than this tpuscope were skipped",
+            trace.unknown_records
+        ));
+    }
     let dropped = trace.end.as_ref().map_or(0, |e| e.dropped_total);
     if dropped > 0 {
         out.push(format!(
@@ -486,11 +492,8 @@ fn collect_errors(trace: &Trace, out: &mut BTreeMap<(String, String), u64>) {
     use tpuscope_core::Record;
     for r in &trace.events {
         let (api, msg) = match r {
+            // A failed compile also writes an Error record: count it once, there.
             Record::Error(e) => (e.api.clone(), e.message.clone()),
-            Record::Compile(c) => match &c.error {
-                Some(e) => ("compile".to_string(), e.message.clone()),
-                None => continue,
-            },
             _ => continue,
         };
         let first_line = msg.lines().next().unwrap_or("").chars().take(300).collect();

@@ -1,21 +1,54 @@
 //! `tpuscope report`: the analyzers' findings over one or several traces, for a human or for CI.
 
+mod fmt;
+mod junit;
+mod markdown;
+mod text;
+
+use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use tpuscope_analyzers::report::{self, Budget, Input, Report};
-
-use crate::summary::completeness_warning;
+use anyhow::{Context, Result, anyhow, bail};
+use tpuscope_analyzers::report::{self, Budget, Input, REPORT_VERSION, Report};
+use tpuscope_core::ReadError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    /// For a person at a terminal (coloured when stdout is one; NO_COLOR turns colour off).
     Text,
+    /// The whole report as JSON: for scripts, and as a later `--baseline`.
     Json,
+    /// For a CI step summary ($GITHUB_STEP_SUMMARY): status line, findings, tables.
     Markdown,
+    /// JUnit XML for CI test reporters (see below).
     Junit,
 }
 
+const AFTER_HELP: &str = "\
+Budgets (--budget KEY=N, repeatable; the report fails when the actual value is above N):
+  compiles                  compiles in all traces
+  recompiles                recompiles after warm-up (Σ compiles − 1 over recompiled graphs)
+  syncs-per-step            host syncs in the worst step after the first
+  graph-fragments-per-step  executable launches in the worst step after the first
+  cache-misses              compiles of a program that was already compiled
+  hbm-peak-fraction         peak device memory / limit (0..1); unknown, and passing, when the
+                            plugin reports no limit
+
+JUnit (--format junit): one <testsuite name=\"tpuscope\"> with a <testcase> per budget (classname
+tpuscope.budget, name the budget's key; a <failure> when exceeded, <skipped> when the trace cannot
+tell) and, with --baseline, a testcase \"baseline\" that fails on regressions. Without budgets and
+baseline nothing can fail (as the exit status): it holds one passing testcase per finding kind
+(classname tpuscope.findings: recompile, sync, cache, hbm, oom, error) with that kind's findings
+in <system-out>, so the set of test names is the same in every run.
+
+Exit status: 0 when every budget holds and nothing regressed against the baseline (findings
+alone never fail), 1 when a budget is exceeded or the baseline regressed, 2 for usage and input
+errors (unreadable or not a trace, a trace format newer than this tpuscope, a bad budget, a
+baseline that is not a tpuscope JSON report). A cut or unfinished trace is not an error: the
+report covers what it holds and says so on stderr.";
+
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = AFTER_HELP)]
 pub struct ReportArgs {
     /// Traces: one run, successive runs of one program, or the hosts of one job.
     #[arg(required = true)]
@@ -23,9 +56,11 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// A CI budget, KEY=N (compiles, recompiles, syncs-per-step, graph-fragments-per-step,
-    /// cache-misses, hbm-peak-fraction); exit 1 when exceeded.
+    /// cache-misses, hbm-peak-fraction); exit 1 when exceeded. See --help.
+    // Parsed here rather than by clap so that a bad budget gives the one-line `tpuscope: error:`
+    // of every other input error.
     #[arg(long = "budget", value_name = "KEY=N")]
-    pub budgets: Vec<Budget>,
+    pub budgets: Vec<String>,
     /// An earlier `report --format json`: exit 1 on regressions against it.
     #[arg(long, value_name = "OLD.json")]
     pub baseline: Option<PathBuf>,
@@ -33,18 +68,24 @@ pub struct ReportArgs {
 
 /// Builds the report; returns the exit status (1 when a budget or the baseline failed).
 pub fn report(args: &ReportArgs) -> Result<i32> {
+    // Every input is checked before anything is written, so an error leaves stdout empty.
+    let budgets = args
+        .budgets
+        .iter()
+        .map(|b| {
+            b.parse::<Budget>()
+                .map_err(|e| anyhow!("--budget {b}: {e}"))
+        })
+        .collect::<Result<Vec<Budget>>>()?;
     let mut traces = Vec::new();
     for p in &args.traces {
-        let t = tpuscope_core::read_trace_file(p).with_context(|| format!("{}", p.display()))?;
-        if let Some(w) = completeness_warning(p, &t) {
-            eprintln!("tpuscope: {w}");
-        }
-        traces.push((p.display().to_string(), t));
+        traces.push((p.display().to_string(), read_trace(p)?));
     }
     let baseline = match &args.baseline {
         Some(p) => Some(read_baseline(p)?),
         None => None,
     };
+
     let inputs: Vec<Input<'_>> = traces
         .iter()
         .map(|(path, trace)| Input {
@@ -53,39 +94,271 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         })
         .collect();
     let mut rep = report::analyze(&inputs);
-    report::apply_budgets(&mut rep, &args.budgets);
+    report::apply_budgets(&mut rep, &budgets);
     if let Some(b) = &baseline {
         report::compare_baseline(&mut rep, b);
     }
-    let text = match args.format {
-        Format::Json => serde_json::to_string_pretty(&rep).context("serializing the report")?,
-        Format::Text | Format::Markdown | Format::Junit => render_text(&rep),
+
+    for w in &rep.warnings {
+        eprintln!("tpuscope: warning: {w}");
+    }
+
+    let out = match args.format {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&rep).context("serializing the report")?;
+            s.push('\n');
+            s
+        }
+        Format::Text => text::render(&printable(&rep), &text::Style::for_stdout()),
+        Format::Markdown => markdown::render(&printable(&rep)),
+        Format::Junit => junit::render(&rep),
     };
-    println!("{text}");
-    Ok(i32::from(report::failed(&rep)))
+    write_stdout(&out)?;
+
+    let failed = report::failed(&rep);
+    // The text report says this itself; machine formats get one line for the CI log.
+    if failed && args.format != Format::Text {
+        eprintln!("tpuscope: {}", fmt::failure_summary(&rep));
+    }
+    Ok(i32::from(failed))
+}
+
+/// The report with control characters in its strings (plugin messages, paths) replaced, so
+/// that printing it cannot drive the terminal (escape sequences) or break a line-based layout.
+fn printable(r: &Report) -> Report {
+    fn clean(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) if s.chars().any(|c| c.is_control() && c != '\n') => {
+                *s = s
+                    .chars()
+                    .map(|c| match c {
+                        '\n' => '\n',
+                        '\t' => ' ',
+                        c if c.is_control() => '\u{FFFD}',
+                        c => c,
+                    })
+                    .collect();
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(clean),
+            serde_json::Value::Object(o) => o.values_mut().for_each(clean),
+            _ => {}
+        }
+    }
+    // The report's own serde shape round-trips; should it ever not, print it as it is.
+    serde_json::to_value(r)
+        .ok()
+        .and_then(|mut v| {
+            clean(&mut v);
+            serde_json::from_value(v).ok()
+        })
+        .unwrap_or_else(|| r.clone())
+}
+
+fn read_trace(path: &Path) -> Result<tpuscope_core::Trace> {
+    tpuscope_core::read_trace_file(path).map_err(|e| match e {
+        // Its message already names the path and the OS error: no chain to repeat them.
+        ReadError::Io { .. } => anyhow!("{e}"),
+        other => anyhow!("{}: {other}", path.display()),
+    })
 }
 
 fn read_baseline(path: &Path) -> Result<serde_json::Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("baseline {}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("baseline {} is not JSON", path.display()))?;
-    if v.get("tpuscope_report").is_none() {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("baseline {}: cannot read: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "baseline {} is not JSON ({e}); make one with `tpuscope report --format json`",
+            path.display()
+        )
+    })?;
+    let Some(version) = v.get("tpuscope_report").and_then(serde_json::Value::as_u64) else {
         bail!(
             "baseline {} is not a tpuscope JSON report (make one with `tpuscope report --format json`)",
+            path.display()
+        );
+    };
+    if version > u64::from(REPORT_VERSION) {
+        eprintln!(
+            "tpuscope: warning: baseline {} is report version {version}, newer than this tpuscope's {REPORT_VERSION}: comparing the fields this version knows",
             path.display()
         );
     }
     Ok(v)
 }
 
-fn render_text(r: &Report) -> String {
-    let mut out = String::new();
-    for f in &r.findings {
-        out.push_str(&format!(
-            "[{}] {}\n    fix: {}\n",
-            f.kind, f.title, f.suggestion
-        ));
+/// Writes the whole report; a closed pipe (`| head`) is the reader's choice, not an error.
+fn write_stdout(s: &str) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e).context("cannot write to stdout"),
     }
-    out
+}
+
+/// Colour for a terminal unless NO_COLOR is set (non-empty); CLICOLOR_FORCE forces it for
+/// pagers (`| less -R`).
+fn want_color(
+    is_tty: bool,
+    no_color: Option<std::ffi::OsString>,
+    force: Option<std::ffi::OsString>,
+) -> bool {
+    let set = |v: &Option<std::ffi::OsString>| v.as_ref().is_some_and(|v| !v.is_empty());
+    if set(&no_color) {
+        return false;
+    }
+    is_tty || (set(&force) && force.as_deref() != Some("0".as_ref()))
+}
+
+fn stdout_wants_color() -> bool {
+    want_color(
+        io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR"),
+        std::env::var_os("CLICOLOR_FORCE"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tpuscope_analyzers::cache::StoredNotLoaded;
+    use tpuscope_analyzers::hbm::{ExecutableMemory, OomReport};
+    use tpuscope_analyzers::report::{
+        BaselineResult, BudgetKey, ErrorSummary, Finding, Report, apply_budgets,
+    };
+
+    /// The golden all-kinds trace's report, with what no committed trace has: an OOM, a cache
+    /// written but not read back, text full of markup, budgets of every status and a baseline.
+    fn everything_report() -> Report {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../sample_traces/golden/v1.0-all-kinds.tps");
+        let trace = tpuscope_core::read_trace_file(&path).unwrap();
+        let mut r = report::analyze(&[Input {
+            path: "golden|<a>.tps".into(),
+            trace: &trace,
+        }]);
+        let big = ExecutableMemory {
+            run: 0,
+            graph: "jit_big".into(),
+            argument_bytes: 1 << 30,
+            output_bytes: 1 << 20,
+            temp_bytes: 3 << 30,
+            generated_code_bytes: 0,
+            peak_bytes: 4 << 30,
+        };
+        r.oom = Some(OomReport {
+            run: 0,
+            t_ms: 12.5,
+            api: "PJRT_Client_BufferFromHostBuffer".into(),
+            message: "RESOURCE_EXHAUSTED: Out of memory allocating 4.00G\nmore".into(),
+            last_events: vec!["12.000 ms execute jit_big".into()],
+            largest_executables: vec![big],
+            memory_at_error: [(0, 15 << 30)].into_iter().collect(),
+        });
+        r.cache.stored_but_recompiled.push(StoredNotLoaded {
+            graph: "jit_step".into(),
+            stored_in_run: 0,
+            recompiled_in_run: 1,
+        });
+        r.errors.push(ErrorSummary {
+            api: "PJRT_Execute".into(),
+            message: "bad \"quote\" & <tag> | pipe \u{7}bell".into(),
+            count: 2,
+        });
+        r.findings.push(Finding {
+            kind: "error".into(),
+            title: "x | y <z> *w* `a|b`".into(),
+            source: None,
+            suggestion: "do [this]".into(),
+        });
+        apply_budgets(
+            &mut r,
+            &[
+                Budget {
+                    key: BudgetKey::Compiles,
+                    limit: 1.0,
+                },
+                Budget {
+                    key: BudgetKey::HbmPeakFraction,
+                    limit: 0.5,
+                },
+                Budget {
+                    key: BudgetKey::CacheMisses,
+                    limit: 0.0,
+                },
+            ],
+        );
+        r.baseline = Some(BaselineResult {
+            regressions: vec![
+                "syncs per step: 1 → 2".into(),
+                "new recompile family: <tag> & \u{7}bell".into(),
+            ],
+            improvements: vec!["cache misses: 3 → 0".into()],
+            ok: false,
+        });
+        r
+    }
+
+    #[test]
+    fn every_section_renders_in_every_format() {
+        let r = everything_report();
+        let st = text::Style {
+            color: false,
+            width: 100,
+        };
+        let t = text::render(&printable(&r), &st);
+        for needle in [
+            "Out of device memory",
+            "RESOURCE_EXHAUSTED: Out of memory allocating 4.00G",
+            "jit_big: peak 4.0 GiB",
+            "device 0 15.0 GiB",
+            "jit_step: stored in run 0, compiled again in run 1",
+            "UNIMPLEMENTED: DeserializeAndLoad",
+            "2× PJRT_Execute",
+            "EXCEEDED",
+            "(<0.1% of 16.0 GiB)",
+            "✗ syncs per step: 1 → 2",
+            "FAILED: budget exceeded: compiles 2 > 1; 2 regressions against the baseline",
+        ] {
+            assert!(t.contains(needle), "no {needle:?} in:\n{t}");
+        }
+        // Control characters from the trace never reach the terminal.
+        assert!(t.contains("pipe \u{FFFD}bell"), "{t}");
+        assert!(!t.contains('\u{7}'), "{t}");
+        // Only the first line of a long error message, in one-line contexts.
+        assert!(!t.contains("more"), "{t}");
+
+        let md = markdown::render(&r);
+        assert!(md.contains("x \\| y &lt;z&gt; \\*w\\* `a|b`"), "{md}");
+        assert!(md.contains("❌ Out of device memory"), "{md}");
+        assert!(md.contains("| `compiles` | 1 | 2 | ❌ exceeded |"), "{md}");
+        assert!(
+            md.contains("| `hbm-peak-fraction` | 0.5 | 0.0001221 | ✅ ok |"),
+            "{md}"
+        );
+        assert!(md.contains("- ❌ syncs per step: 1 → 2"), "{md}");
+
+        let x = junit::render(&r);
+        assert!(x.contains("name=\"baseline\""), "{x}");
+        assert!(x.contains("failures=\"2\""), "{x}");
+        assert!(x.contains("value=\"golden|&lt;a&gt;.tps\""), "{x}");
+        // The regression's markup and control character are escaped or replaced.
+        assert!(x.contains("&lt;tag&gt; &amp; \u{FFFD}bell"), "{x}");
+        assert!(!x.contains('\u{7}'), "{x}");
+        assert!(!x.contains("<tag>"), "{x}");
+    }
+
+    #[test]
+    fn no_color_wins_and_force_needs_a_value() {
+        let s = |v: &str| Some(std::ffi::OsString::from(v));
+        assert!(want_color(true, None, None));
+        assert!(!want_color(false, None, None));
+        assert!(!want_color(true, s("1"), None));
+        // An empty NO_COLOR does not count (no-color.org).
+        assert!(want_color(true, s(""), None));
+        assert!(want_color(false, None, s("1")));
+        assert!(!want_color(false, None, s("0")));
+        assert!(!want_color(false, s("1"), s("1")));
+    }
 }
