@@ -50,7 +50,9 @@ pub struct CacheReport {
 pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool) -> CacheReport {
     let mut out = CacheReport::default();
     let mut failures: BTreeMap<String, u64> = BTreeMap::new();
-    let mut stored_exes: Vec<HashSet<u64>> = Vec::new();
+    // Stores are matched to compiles by executable name: the store is handed the unloaded
+    // executable, whose handle differs from the compiled (loaded) one's.
+    let mut stored_names: Vec<HashSet<String>> = Vec::new();
     for trace in traces {
         let mut launched: HashSet<u64> = HashSet::new();
         let mut stored = HashSet::new();
@@ -65,7 +67,7 @@ pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool
                 }
                 Record::CacheStore(s) if s.error.is_none() => {
                     out.persistent_stores += 1;
-                    stored.insert(s.executable_id);
+                    stored.insert(s.executable_name.clone());
                 }
                 Record::CacheLoad(l) if l.ok => out.persistent_hits += 1,
                 Record::CacheLoad(l) => {
@@ -80,7 +82,7 @@ pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool
             }
         }
         out.executables_run += launched.len() as u64;
-        stored_exes.push(stored);
+        stored_names.push(stored);
     }
     out.failures = failures
         .into_iter()
@@ -110,10 +112,7 @@ pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool
                 });
             }
             this_run.entry(key).or_insert(run);
-            if stored_exes
-                .get(run)
-                .is_some_and(|s| s.contains(&c.executable_id))
-            {
+            if stored_names.get(run).is_some_and(|s| s.contains(&c.name)) {
                 stored_in.entry(key).or_insert(run);
             }
         }

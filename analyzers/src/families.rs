@@ -71,7 +71,8 @@ pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
             options_hash: c.options_hash,
             executable_id: c.executable_id,
             stack: c.stack,
-            source: user_frame(trace, c.stack),
+            source: user_frame(trace, c.stack)
+                .or_else(|| program.as_ref().and_then(|p| p.call_site.clone())),
             failed: c.error.is_some(),
             program,
             same_program_key,
@@ -184,9 +185,12 @@ pub fn families(compiles: &[CompileView]) -> Vec<Family> {
     families
 }
 
-/// Same call site: the user lines of the compiles match (both unknown counts as a match).
+/// Same call site: the user lines of the compiles match. Two unknown sites are the same only
+/// for an exact structure match: similar-looking graphs from nowhere in particular (eager ops)
+/// are not one family.
 fn same_site(compiles: &[CompileView], f: &Family, c: &CompileView) -> bool {
-    compiles[f.members[0].compile].source == c.source
+    let first = &compiles[f.members[0].compile].source;
+    first.is_some() && *first == c.source
 }
 
 /// The earlier member with the same program if there is one (a cache miss), else the latest.

@@ -6,6 +6,8 @@ use prost::Message;
 use tpuscope_core::hlo::{self, HloInstructionProto, HloModuleProto, ShapeProto};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::source::{SourceLoc, is_framework_file};
+
 /// Which of the compile's programs was decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgramOrigin {
@@ -61,6 +63,10 @@ pub struct Program {
     /// How many instructions of each opcode, over all computations.
     pub ops: BTreeMap<String, u32>,
     pub params: Vec<Param>,
+    /// Where the user's code called into the traced function, from the ops' recorded Python
+    /// stacks: the innermost user frame every op's stack passes through. The fallback when the
+    /// compile itself carries no Python stack (TorchTPU compiles on a worker thread).
+    pub call_site: Option<SourceLoc>,
 }
 
 impl Program {
@@ -76,6 +82,7 @@ impl Program {
             .into_iter()
             .map(|i| param_of(&module, i))
             .collect();
+        let call_site = call_site(&module);
         Program {
             module,
             origin,
@@ -83,6 +90,7 @@ impl Program {
             exact_key,
             ops,
             params,
+            call_site,
         }
     }
 
@@ -102,6 +110,44 @@ impl Program {
             f64::from(common) / f64::from(denom)
         }
     }
+}
+
+/// At most this many ops' stacks are intersected: enough to agree on a call site.
+const CALL_SITE_SAMPLE: usize = 256;
+
+fn call_site(module: &HloModuleProto) -> Option<SourceLoc> {
+    let mut common: Option<Vec<(String, i32, String)>> = None;
+    let mut seen = std::collections::HashSet::new();
+    let ids = module
+        .computations
+        .iter()
+        .flat_map(|c| &c.instructions)
+        .filter_map(|i| i.metadata.as_ref().map(|m| m.stack_frame_id))
+        .filter(|&id| id > 0 && seen.insert(id))
+        .take(CALL_SITE_SAMPLE);
+    for id in ids {
+        // Outermost first, user frames only.
+        let mut frames: Vec<(String, i32, String)> = hlo::resolve_stack(module, id)
+            .into_iter()
+            .filter(|(f, line, _)| !is_framework_file(f) && *line > 0)
+            .collect();
+        frames.reverse();
+        common = Some(match common {
+            None => frames,
+            Some(prev) => prev
+                .into_iter()
+                .zip(frames)
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| a)
+                .collect(),
+        });
+    }
+    let (file, line, function) = common?.pop()?;
+    Some(SourceLoc {
+        file,
+        line: u32::try_from(line).ok()?,
+        function,
+    })
 }
 
 fn param_of(module: &HloModuleProto, inst: &HloInstructionProto) -> Param {

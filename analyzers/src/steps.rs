@@ -105,10 +105,23 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
             out,
         );
     }
+    // The loop's executable runs often *and* throughout: a burst of small ops at the end (a
+    // reduction per collected output) runs often but is not the step.
+    let span = |v: &[u64]| {
+        let (lo, hi) = v
+            .iter()
+            .fold((u64::MAX, 0), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        hi.saturating_sub(lo)
+    };
+    let all: Vec<u64> = executes.values().flatten().copied().collect();
+    let total_span = span(&all).max(1) as f64;
     let Some((&exe, times)) = executes
         .iter()
         .filter(|(_, v)| v.len() >= 3)
-        .max_by_key(|(_, v)| v.len())
+        .max_by(|a, b| {
+            let score = |v: &Vec<u64>| v.len() as f64 * (span(v) as f64 / total_span);
+            score(a.1).total_cmp(&score(b.1))
+        })
     else {
         return (StepSource::None, Vec::new());
     };
@@ -140,6 +153,11 @@ pub fn executable_names(trace: &Trace) -> std::collections::HashMap<u64, String>
                     .or_insert_with(|| c.executable_name.clone());
             }
             Record::Load(l) => {
+                m.entry(l.executable_id)
+                    .or_insert_with(|| l.executable_name.clone());
+            }
+            // Executables loaded from a persistent cache have no compile record.
+            Record::CacheLoad(l) if l.executable_id != 0 => {
                 m.entry(l.executable_id)
                     .or_insert_with(|| l.executable_name.clone());
             }
