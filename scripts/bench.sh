@@ -2,12 +2,33 @@
 # The collector overhead benchmark: builds the release collector, runs every part, prints a table
 # with PASS/MISS against the targets and saves it as JSON (target/bench/collector.json).
 #   scripts/bench.sh [--rounds N] [--steps N] [--skip-hooks] [--skip-capture] [--skip-steps]
+#                    [--skip-analyze | --analyze-only]
+# First, the analysis throughput: analyzers/benches/analyze.rs (read_trace, report::analyze, and
+# the two in sequence, on a generated 100 MB training trace, one core; PASS/FAIL of the sequence
+# against 100 MB/s and 1 M events/s), saved as text (target/bench/analyze.txt). It needs no
+# Python env.
 # Parts: collector/benches/hooks.rs (ns added per hooked call, execute cost, writer ceiling),
 # scripts/bench/capture.py (cost per captured Python stack), scripts/bench/jax_step.py (step-time
 # ratio of a jitted JAX loop with and without the collector). Speed targets are ratios and
 # differences measured within one run; a miss is reported, never an error exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+analyze=1 analyze_only=0 rest=()
+for a in "$@"; do
+  case "$a" in
+    --skip-analyze) analyze=0 ;;
+    --analyze-only) analyze_only=1 ;;
+    *) rest+=("$a") ;;
+  esac
+done
+if [ "$analyze" = 1 ]; then
+  echo "== analyzers: decode + analysis throughput (one core)" >&2
+  mkdir -p target/bench
+  { echo "machine: $(nproc) cores, $(uptime)"; cargo bench -p tpuscope-analyzers --bench analyze; } \
+    | tee target/bench/analyze.txt
+fi
+if [ "$analyze_only" = 1 ]; then exit 0; fi
 python="$(scripts/env-path.sh jax)" || { echo "bench: run scripts/setup-envs.sh jax first" >&2; exit 1; }
 plugin="${TPUSCOPE_TEST_CPU_PLUGIN:-$("$python" -c 'import lammps_jax_pjrt_cpu as m, os; print(os.path.join(os.path.dirname(m.__file__), "pjrt_c_api_cpu_plugin.so"))')}"
 [ -f "$plugin" ] || { echo "bench: CPU plugin not found at $plugin" >&2; exit 1; }
@@ -28,4 +49,4 @@ exec "$python" scripts/bench/run.py \
   --plugin "$plugin" \
   --agent-dir "$PWD/collector/python" \
   --json target/bench/collector.json \
-  "$@"
+  "${rest[@]}"

@@ -10,10 +10,12 @@
 //! The trace is a JAX data-parallel training loop on a 4-chip host, shaped like what the
 //! collector records: per step the batch's host-to-device shards, a train step and a metrics
 //! update on 4 devices with their completions, a runtime event wait, `float(loss)` (a blocking
-//! read with the user's Python stack), a `mark_step` marker; memory samples every 10 steps. Each
-//! epoch recompiles the train step (the learning rate is a Python float baked in as a constant),
-//! a third graph with a changed constant, and an eval step that is re-jitted with the identical
-//! program. The programs are the real HLO of `sample_traces/hlo/` with that constant patched.
+//! read with the user's Python stack), a step marker (`tpuscope_agent.mark_step()`); memory
+//! samples every 10 steps. Each epoch recompiles the train step (the learning rate is a Python
+//! float baked in as a constant) and an augmentation graph with a changed constant, and re-jits an
+//! eval step with the identical program. The programs are the real ones of `sample_traces/hlo/`
+//! with one constant patched; the augmentation graph borrows torch_xla's, the only captured
+//! programs whose input is HLO (the analyses do not ask which frontend compiled a program).
 
 use std::hint::black_box;
 use std::sync::Arc;

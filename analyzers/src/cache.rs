@@ -22,6 +22,9 @@ pub struct StoredNotLoaded {
     pub graph: String,
     pub stored_in_run: usize,
     pub recompiled_in_run: usize,
+    /// Loads the later run asked the plugin for, successful or not: 0 means the frontend never
+    /// tried (it rejected the entry itself, or looked elsewhere).
+    pub loads_attempted_in_run: u64,
 }
 
 /// Cache behaviour over all analysed runs.
@@ -53,10 +56,15 @@ pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool
     // Stores are matched to compiles by executable name: the store is handed the unloaded
     // executable, whose handle differs from the compiled (loaded) one's.
     let mut stored_names: Vec<HashSet<String>> = Vec::new();
+    let mut load_attempts: Vec<u64> = Vec::new();
     for trace in traces {
         let mut launched: HashSet<u64> = HashSet::new();
         let mut stored = HashSet::new();
+        let mut attempts = 0;
         for r in &trace.events {
+            if matches!(r, Record::CacheLoad(_)) {
+                attempts += 1;
+            }
             match r {
                 Record::Execute(e) if !launched.insert(e.executable_id) => {
                     out.in_memory_reuse += 1;
@@ -83,6 +91,7 @@ pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool
         }
         out.executables_run += launched.len() as u64;
         stored_names.push(stored);
+        load_attempts.push(attempts);
     }
     out.failures = failures
         .into_iter()
@@ -109,6 +118,7 @@ pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool
                     graph: c.name.clone(),
                     stored_in_run: stored_run,
                     recompiled_in_run: run,
+                    loads_attempted_in_run: load_attempts.get(run).copied().unwrap_or(0),
                 });
             }
             this_run.entry(key).or_insert(run);

@@ -173,22 +173,15 @@ pub fn is_oom(message: &str) -> bool {
 pub fn oom(trace: &Trace, run: usize) -> Option<OomReport> {
     let start = trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns);
     let (idx, t, api, message) = trace.events.iter().enumerate().find_map(|(i, r)| {
+        // Borrowed until a message matches: this runs over every event.
         let (t, api, msg) = match r {
-            Record::Error(e) => (e.t_ns, e.api.clone(), e.message.as_str()),
-            Record::Compile(c) => (
-                c.t_ns,
-                "compile".to_string(),
-                c.error.as_ref()?.message.as_str(),
-            ),
-            Record::Execute(e) => (
-                e.t_ns,
-                "execute".to_string(),
-                e.error.as_ref()?.message.as_str(),
-            ),
-            Record::Transfer(x) => (x.t_ns, x.api.clone(), x.error.as_ref()?.message.as_str()),
+            Record::Error(e) => (e.t_ns, e.api.as_str(), e.message.as_str()),
+            Record::Compile(c) => (c.t_ns, "compile", c.error.as_ref()?.message.as_str()),
+            Record::Execute(e) => (e.t_ns, "execute", e.error.as_ref()?.message.as_str()),
+            Record::Transfer(x) => (x.t_ns, x.api.as_str(), x.error.as_ref()?.message.as_str()),
             _ => return None,
         };
-        is_oom(msg).then(|| (i, t, api, msg.to_string()))
+        is_oom(msg).then(|| (i, t, api.to_string(), msg.to_string()))
     })?;
     let mut last_events: Vec<String> = trace.events[..idx]
         .iter()

@@ -988,19 +988,42 @@ fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
         });
     }
     let c = &report.cache;
+    // One finding per pair of runs, naming the graphs.
+    let mut pairs: BTreeMap<(usize, usize), (Vec<&str>, u64)> = BTreeMap::new();
     for s in &c.stored_but_recompiled {
+        let e = pairs
+            .entry((s.stored_in_run, s.recompiled_in_run))
+            .or_insert((Vec::new(), s.loads_attempted_in_run));
+        if !e.0.contains(&s.graph.as_str()) {
+            e.0.push(&s.graph);
+        }
+    }
+    for ((stored, again), (graphs, attempts)) in pairs {
+        let listed = if graphs.len() > 4 {
+            format!("{} and {} more", graphs[..4].join(", "), graphs.len() - 4)
+        } else {
+            graphs.join(", ")
+        };
+        let why = if attempts == 0 {
+            format!(
+                "run {again} never asked the plugin to load anything: the frontend rejected or skipped the cached entries before PJRT"
+            )
+        } else {
+            format!("run {again} tried {attempts} load(s), but compiled these anyway")
+        };
+        let suggestion = match (frontend, attempts) {
+            (f, 0) if f.starts_with("torch_xla") => "torch_xla 2.9 fails to deserialize its own cache entries through the PJRT C API (it logs `Deserializing serialized executable not supported`; pytorch/xla#9094): the cache only costs write time here — disable it, or use a torch_xla/plugin pair that deserializes".to_string(),
+            (_, 0) => "check that run 2 points at the same cache directory, with the same compile options and versions, and that the frontend's cache is enabled before the first compile".to_string(),
+            _ => "compare the failed loads' messages (deserialize failures) and keep frontend, plugin and compile options identical between runs".to_string(),
+        };
         out.push(Finding {
             kind: "cache".into(),
             title: format!(
-                "cache written but never read back: {} was stored in run {} and compiled again in run {}",
-                s.graph, s.stored_in_run, s.recompiled_in_run
+                "cache written but never read back: {} graph(s) stored in run {stored} were compiled again in run {again} ({listed}); {why}",
+                graphs.len()
             ),
             source: None,
-            suggestion: if frontend.starts_with("torch_xla") {
-                "check that the cache path is the same and readable in both runs (`torch_xla.runtime.initialize_cache(path, readonly=False)`) and that deserialization works on this plugin (see deserialize failures)".into()
-            } else {
-                "check that both runs use the same cache directory and the same compile options/versions, and that the plugin can deserialize executables".into()
-            },
+            suggestion,
         });
     }
     for fl in &c.failures {

@@ -1,6 +1,7 @@
 //! Host syncs: where the host waited for the device, by the user's line.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
@@ -29,26 +30,33 @@ pub struct SyncView {
 pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
     let mut out = Vec::new();
     let mut runtime_waits = 0;
+    // A loop syncs from a handful of stacks: resolve each once.
+    let mut frames: HashMap<u32, (Option<SourceLoc>, Option<SourceLoc>)> = HashMap::new();
+    let mut frames_of = |stack: u32| {
+        frames
+            .entry(stack)
+            .or_insert_with(|| (user_frame(trace, stack), innermost(trace, stack)))
+            .clone()
+    };
     for r in &trace.events {
         match r {
             Record::Transfer(t) if t.direction == Direction::D2h as i32 && t.sync => {
+                let mut what = format!("{}[", t.dtype);
+                for (i, d) in t.dims.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { "," };
+                    let _ = write!(what, "{sep}{d}");
+                }
+                what.push(']');
+                let (source, innermost) = frames_of(t.stack);
                 out.push(SyncView {
                     run,
                     t_ns: t.t_ns,
                     stall_ns: t.blocked_ns,
                     bytes: t.bytes,
-                    what: format!(
-                        "{}[{}]",
-                        t.dtype,
-                        t.dims
-                            .iter()
-                            .map(i64::to_string)
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    ),
+                    what,
                     api: t.api.clone(),
-                    source: user_frame(trace, t.stack),
-                    innermost: innermost(trace, t.stack),
+                    source,
+                    innermost,
                 });
             }
             Record::Sync(s) => {
@@ -56,6 +64,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
                     runtime_waits += 1;
                     continue;
                 }
+                let (source, innermost) = frames_of(s.stack);
                 out.push(SyncView {
                     run,
                     t_ns: s.t_ns,
@@ -63,8 +72,8 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
                     bytes: 0,
                     what: s.reason.clone(),
                     api: s.reason.clone(),
-                    source: user_frame(trace, s.stack),
-                    innermost: innermost(trace, s.stack),
+                    source,
+                    innermost,
                 });
             }
             _ => {}

@@ -1,0 +1,510 @@
+//! The report over traces written with the real trace writer: each analysis against a run whose
+//! answer is known by construction.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tpuscope_analyzers::report::{Budget, Input, Report, analyze, apply_budgets, compare_baseline};
+use tpuscope_analyzers::{BudgetKey, Cause};
+use tpuscope_core::event::*;
+use tpuscope_core::{RawFrame, Record, Trace, TraceWriter, read_trace};
+
+const MS: u64 = 1_000_000;
+
+struct Run {
+    w: TraceWriter<Vec<u8>>,
+}
+
+fn frame(file: &str, line: u32, function: &str) -> RawFrame {
+    RawFrame {
+        file: Arc::from(file),
+        function: Arc::from(function),
+        line,
+    }
+}
+
+const JAX_FRAME: &str = "/venv/lib/python3.11/site-packages/jax/_src/pjit.py";
+
+impl Run {
+    fn new(job: &str, process_index: u32, start_wall_ns: u64) -> Run {
+        let m = Manifest {
+            pid: 100 + process_index,
+            host: format!("host{process_index}"),
+            start_wall_ns,
+            start_mono_ns: 0,
+            command_line: vec!["python".into(), "train.py".into()],
+            plugin_path: "/x/pjrt_c_api_cpu_plugin.so".into(),
+            pjrt_api_major: 0,
+            pjrt_api_minor: 115,
+            collector_version: "test".into(),
+            job_id: job.into(),
+            process_index,
+            frontend: "jax".into(),
+            ..Manifest::default()
+        };
+        Run {
+            w: TraceWriter::new(Vec::new(), &m).unwrap(),
+        }
+    }
+
+    fn stack(&mut self, line: u32) -> u32 {
+        self.w
+            .intern_stack(&[
+                frame(JAX_FRAME, 10, "cache_miss"),
+                frame("/home/me/train.py", line, "main"),
+            ])
+            .unwrap()
+    }
+
+    fn compile(&mut self, t: u64, name: &str, hlo: &[u8], exe: u64, line: u32) {
+        let h = self
+            .w
+            .put_blob("optimized", "hlo_with_config", hlo)
+            .unwrap();
+        let stack = self.stack(line);
+        self.w
+            .write(&Record::Compile(Box::new(Compile {
+                t_ns: t,
+                dur_ns: 5 * MS,
+                api: "PJRT_Client_Compile".into(),
+                program_format: "mlir".into(),
+                program_hash: h ^ 1,
+                options_hash: 7,
+                executable_name: name.into(),
+                optimized_hash: h,
+                optimized_format: "hlo_with_config".into(),
+                memory: Some(CompiledMemoryStats {
+                    argument_size: 1000,
+                    output_size: 500,
+                    temp_size: exe as i64 * 100,
+                    peak_memory: exe as i64 * 1000,
+                    ..Default::default()
+                }),
+                stack,
+                executable_id: exe,
+                num_outputs: 1,
+                num_devices: 1,
+                ..Default::default()
+            })))
+            .unwrap();
+    }
+
+    fn execute(&mut self, t: u64, exe: u64) {
+        self.w
+            .write(&Record::Execute(Execute {
+                t_ns: t,
+                dur_ns: 1000,
+                executable_id: exe,
+                num_devices: 1,
+                ..Default::default()
+            }))
+            .unwrap();
+    }
+
+    fn read(&mut self, t: u64, line: u32, blocked: u64) {
+        let stack = self
+            .w
+            .intern_stack(&[
+                frame(
+                    "/venv/lib/python3.11/site-packages/jax/_src/array.py",
+                    623,
+                    "_value",
+                ),
+                frame("/home/me/train.py", line, "main"),
+            ])
+            .unwrap();
+        self.w
+            .write(&Record::Transfer(Box::new(Transfer {
+                t_ns: t,
+                direction: Direction::D2h as i32,
+                api: "PJRT_Buffer_ToHostBuffer".into(),
+                bytes: 4,
+                dtype: "f32".into(),
+                sync: true,
+                blocked_ns: blocked,
+                stack,
+                ..Default::default()
+            })))
+            .unwrap();
+    }
+
+    fn memory(&mut self, t: u64, bytes: i64, limit: Option<i64>) {
+        self.w
+            .write(&Record::Memory(Box::new(Memory {
+                t_ns: t,
+                device: 0,
+                origin: MemoryOrigin::PluginStats as i32,
+                bytes_in_use: bytes,
+                bytes_limit: limit,
+                ..Default::default()
+            })))
+            .unwrap();
+    }
+
+    fn write(&mut self, r: Record) {
+        self.w.write(&r).unwrap();
+    }
+
+    fn finish(mut self, t: u64) -> Trace {
+        self.w
+            .write(&Record::End(End {
+                t_ns: t,
+                ..Default::default()
+            }))
+            .unwrap();
+        read_trace(&self.w.into_inner()).unwrap()
+    }
+}
+
+fn hlo(name: &str) -> Vec<u8> {
+    std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../sample_traces/hlo")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn lr(which: &str) -> Vec<u8> {
+    hlo(&format!(
+        "jax_lr_cpu_lr{which}.optimized.hlo_with_config.pb"
+    ))
+}
+
+fn report(traces: &[&Trace]) -> Report {
+    let inputs: Vec<Input<'_>> = traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Input {
+            path: format!("t{i}.tps"),
+            trace: t,
+        })
+        .collect();
+    analyze(&inputs)
+}
+
+/// A loop of `steps` steps of one executable, 10 ms apart from t=100 ms, with a read at line 20
+/// every step, and the learning rate changed (recompiled) at the steps in `recompile_at`.
+fn training(steps: u64, recompile_at: &[u64]) -> Trace {
+    let mut r = Run::new("", 0, 1);
+    r.compile(90 * MS, "jit_train_step", &lr("0.1"), 1, 12);
+    let mut exe = 1;
+    for s in 0..steps {
+        let t = 100 * MS + s * 10 * MS;
+        if recompile_at.contains(&s) {
+            exe += 1;
+            let which = if exe % 2 == 0 { "0.05" } else { "0.1" };
+            r.compile(t - MS, "jit_train_step", &lr(which), exe, 12);
+        }
+        r.execute(t, exe);
+        r.read(t + 2 * MS, 20, 50_000);
+        r.memory(t + 3 * MS, 1_000_000 + s as i64 * 10_000, Some(100_000_000));
+    }
+    r.finish(100 * MS + steps * 10 * MS)
+}
+
+#[test]
+fn steady_state_recompiles_are_findings_with_the_values_and_line() {
+    let t = training(10, &[5, 7]);
+    let rep = report(&[&t]);
+    assert_eq!(rep.compiles.total, 3);
+    assert_eq!(rep.recompiles.len(), 1, "{:#?}", rep.recompiles);
+    let f = &rep.recompiles[0];
+    assert_eq!(
+        (f.graph.as_str(), f.count, f.cause),
+        ("jit_train_step", 3, Cause::ConstantChanged)
+    );
+    assert!(f.finding);
+    assert_eq!(f.steady_state_recompiles, 2);
+    assert!(f.details.contains("0.1 → 0.05"), "{}", f.details);
+    // The third compile is the first program again: compared with it, not with the second.
+    let last = f.members.last().unwrap();
+    assert_eq!(last.against, Some(0));
+    assert_eq!(last.cause, Some(Cause::IdenticalProgram));
+    assert_eq!(rep.cache.recompiled_same_program, 1);
+    // The HLO names the line of `lr * g` in the workload it was recorded from.
+    assert!(f.source.as_ref().unwrap().file.ends_with("jax_lr.py"));
+    assert_eq!(rep.compiles.recompiles, 2);
+    assert_eq!(rep.compiles.by_cause.get("constant_changed"), Some(&2));
+    assert!(rep.findings.iter().any(|x| x.kind == "recompile"));
+}
+
+#[test]
+fn recompiles_during_warm_up_are_listed_but_not_findings() {
+    // Recompiled at step index 1: still warm-up.
+    let t = training(10, &[1]);
+    let rep = report(&[&t]);
+    assert_eq!(rep.recompiles.len(), 1);
+    assert!(!rep.recompiles[0].finding);
+    assert_eq!(rep.compiles.recompiles, 0);
+    assert_eq!(rep.compiles.warmup_recompiles, 1);
+    assert!(!rep.findings.iter().any(|x| x.kind == "recompile"));
+}
+
+#[test]
+fn syncs_group_by_the_user_line_and_steps_come_from_the_dominant_executable() {
+    let t = training(10, &[]);
+    let rep = report(&[&t]);
+    assert_eq!(rep.steps.count, 10);
+    assert!(
+        rep.steps.detected_by.contains("jit_train_step"),
+        "{}",
+        rep.steps.detected_by
+    );
+    assert_eq!(rep.steps.syncs_per_step, 1);
+    assert_eq!(rep.steps.graph_fragments_per_step, 1);
+    assert_eq!(rep.syncs.len(), 1);
+    let s = &rep.syncs[0];
+    let src = s.source.as_ref().unwrap();
+    // The innermost frame is jax's; the user's line is the one reported.
+    assert_eq!((src.file.as_str(), src.line), ("/home/me/train.py", 20));
+    assert_eq!((s.count, s.bytes), (10, 40));
+    assert!((s.stall_ms - 0.5).abs() < 1e-9, "{}", s.stall_ms);
+    assert!(rep.findings.iter().any(|f| f.kind == "sync"));
+}
+
+#[test]
+fn markers_define_steps_and_fragments_per_step() {
+    let mut r = Run::new("", 0, 1);
+    r.compile(MS, "a", &lr("0.1"), 1, 12);
+    r.compile(2 * MS, "b", &lr("0.05"), 2, 13);
+    for s in 0..6u64 {
+        let t = 10 * MS + s * 10 * MS;
+        r.execute(t, 1);
+        // Step 3 is split into three fragments.
+        for k in 0..if s == 3 { 3 } else { 1 } {
+            r.execute(t + (k + 1) * MS, 2);
+        }
+        r.write(Record::Step(Step {
+            t_ns: t + 8 * MS,
+            marker: "torch_xla.sync".into(),
+            number: s + 1,
+            ..Default::default()
+        }));
+        r.write(Record::Step(Step {
+            t_ns: t + 7 * MS,
+            marker: "optimizer.step".into(),
+            number: s + 1,
+            ..Default::default()
+        }));
+    }
+    let t = r.finish(100 * MS);
+    let rep = report(&[&t]);
+    assert_eq!(rep.steps.detected_by, "marker torch_xla.sync");
+    assert_eq!(rep.steps.count, 6);
+    assert_eq!(rep.steps.graph_fragments_per_step, 4);
+    assert!(rep.steps.mean_graph_fragments_per_step > 2.0);
+    assert_eq!(rep.steps.syncs_per_step, 0);
+}
+
+#[test]
+fn hbm_peak_limit_and_growth() {
+    let t = training(10, &[]);
+    let rep = report(&[&t]);
+    assert_eq!(rep.hbm.len(), 1);
+    let d = &rep.hbm[0];
+    assert_eq!(d.peak_bytes, 1_090_000);
+    assert_eq!(d.limit_bytes, Some(100_000_000));
+    assert!((d.peak_fraction.unwrap() - 0.0109).abs() < 1e-9);
+    let g = d.growth_bytes_per_step.unwrap();
+    assert!((g - 10_000.0).abs() < 1.0, "{g}");
+}
+
+#[test]
+fn out_of_memory_gets_a_post_mortem() {
+    let mut r = Run::new("", 0, 1);
+    r.compile(MS, "small", &lr("0.1"), 1, 12);
+    r.compile(2 * MS, "huge", &lr("0.05"), 9, 13);
+    r.memory(3 * MS, 123_456, Some(1_000_000));
+    r.execute(4 * MS, 9);
+    r.write(Record::Error(ErrorEvent {
+        t_ns: 5 * MS,
+        api: "PJRT_LoadedExecutable_Execute".into(),
+        code: 8,
+        message: "RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 17G of 16G hbm."
+            .into(),
+        ..Default::default()
+    }));
+    let t = r.finish(6 * MS);
+    let rep = report(&[&t]);
+    let o = rep.oom.as_ref().expect("an OOM post-mortem");
+    assert_eq!(o.api, "PJRT_LoadedExecutable_Execute");
+    assert_eq!(o.largest_executables[0].graph, "huge");
+    assert_eq!(o.memory_at_error.get(&0), Some(&123_456));
+    assert!(
+        o.last_events.last().unwrap().contains("execute huge"),
+        "{:?}",
+        o.last_events
+    );
+    assert!(
+        rep.findings
+            .iter()
+            .any(|f| f.kind == "oom" && f.suggestion.contains("huge"))
+    );
+    assert_eq!(rep.errors.len(), 1);
+}
+
+#[test]
+fn budgets_pass_fail_and_unknown() {
+    let t = training(10, &[5, 7]);
+    let mut rep = report(&[&t]);
+    let b = |s: &str| s.parse::<Budget>().unwrap();
+    apply_budgets(
+        &mut rep,
+        &[
+            b("recompiles=1"),
+            b("recompiles=2"),
+            b("syncs-per-step=0"),
+            b("compiles=3"),
+            b("hbm-peak-fraction=0.5"),
+            b("cache-misses=0"),
+        ],
+    );
+    let got: Vec<(String, bool, String)> = rep
+        .budgets
+        .iter()
+        .map(|b| (b.name.clone(), b.ok, b.status.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("recompiles".into(), false, "exceeded".into()),
+            ("recompiles".into(), true, "ok".into()),
+            ("syncs-per-step".into(), false, "exceeded".into()),
+            ("compiles".into(), true, "ok".into()),
+            ("hbm-peak-fraction".into(), true, "ok".into()),
+            // lr 0.1 → 0.05 → 0.1: the last compile is a program compiled before.
+            ("cache-misses".into(), false, "exceeded".into()),
+        ]
+    );
+    assert!(tpuscope_analyzers::report::failed(&rep));
+
+    // Without a memory limit the fraction is unknown, which does not fail.
+    let mut r = Run::new("", 0, 1);
+    r.memory(MS, 5, None);
+    let t = r.finish(2 * MS);
+    let mut rep = report(&[&t]);
+    apply_budgets(&mut rep, &[b("hbm-peak-fraction=0.1")]);
+    assert_eq!(rep.budgets[0].status, "unknown");
+    assert!(rep.budgets[0].ok && rep.budgets[0].actual.is_none());
+    assert!(!tpuscope_analyzers::report::failed(&rep));
+}
+
+#[test]
+fn budget_specs_are_checked() {
+    assert_eq!(
+        "syncs-per-step=2".parse::<Budget>().unwrap().key,
+        BudgetKey::SyncsPerStep
+    );
+    for bad in [
+        "foo=1",
+        "compiles",
+        "compiles=x",
+        "compiles=-1",
+        "compiles=inf",
+    ] {
+        assert!(bad.parse::<Budget>().is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn baseline_flags_new_families_and_more_syncs() {
+    let clean = training(10, &[]);
+    let old = serde_json::to_value(report(&[&clean])).unwrap();
+    let worse = training(10, &[5, 7]);
+    let mut rep = report(&[&worse]);
+    compare_baseline(&mut rep, &old);
+    let b = rep.baseline.as_ref().unwrap();
+    assert!(!b.ok);
+    assert!(
+        b.regressions
+            .iter()
+            .any(|r| r.contains("new recompile family")),
+        "{b:?}"
+    );
+
+    let mut same = report(&[&clean]);
+    compare_baseline(&mut same, &old);
+    assert!(same.baseline.as_ref().unwrap().ok);
+
+    // Fewer syncs per step than the baseline is an improvement, more is a regression.
+    let mut more = serde_json::to_value(report(&[&clean])).unwrap();
+    more["steps"]["syncs_per_step"] = 0.into();
+    let mut rep = report(&[&clean]);
+    compare_baseline(&mut rep, &more);
+    let b = rep.baseline.as_ref().unwrap();
+    assert!(
+        b.regressions.iter().any(|r| r.contains("syncs per step")),
+        "{b:?}"
+    );
+}
+
+#[test]
+fn successive_runs_are_ordered_by_start_and_cache_misses_cross_runs() {
+    let mk = |start: u64, store: bool| {
+        let mut r = Run::new("", 0, start);
+        r.compile(MS, "jit_f", &lr("0.1"), 1, 12);
+        if store {
+            r.write(Record::CacheStore(Box::new(CacheStore {
+                t_ns: 2 * MS,
+                executable_id: 77,
+                executable_name: "jit_f".into(),
+                bytes: 100,
+                ..Default::default()
+            })));
+        }
+        r.finish(3 * MS)
+    };
+    let first = mk(1_000, true);
+    let second = mk(2_000, false);
+    // Given in the wrong order: the report orders them by start time.
+    let rep = report(&[&second, &first]);
+    assert_eq!(rep.runs.assumed, "successive_runs");
+    assert_eq!(rep.traces[0].start_wall_ns, 1_000);
+    assert_eq!(rep.cache.persistent_stores, 1);
+    assert_eq!(rep.cache.recompiled_same_program, 1);
+    assert_eq!(rep.cache.stored_but_recompiled.len(), 1);
+    assert_eq!(rep.cache.stored_but_recompiled[0].stored_in_run, 0);
+    assert!(
+        rep.findings
+            .iter()
+            .any(|f| f.kind == "cache" && f.title.contains("never read back"))
+    );
+}
+
+#[test]
+fn hosts_of_one_job_are_not_cache_misses_of_each_other() {
+    let mk = |idx: u32| {
+        let mut r = Run::new("job-42", idx, 1_000 + u64::from(idx));
+        r.compile(MS, "jit_f", &lr("0.1"), 1, 12);
+        r.finish(3 * MS)
+    };
+    let (a, b) = (mk(1), mk(0));
+    let rep = report(&[&a, &b]);
+    assert_eq!(rep.runs.assumed, "multi_host_job");
+    assert_eq!(rep.traces[0].process_index, 0);
+    assert_eq!(rep.cache.recompiled_same_program, 0);
+    assert_eq!(rep.compiles.total, 2);
+}
+
+#[test]
+fn a_cut_trace_reports_what_it_holds() {
+    let t = training(10, &[5, 7]);
+    let mut r = Run::new("", 0, 1);
+    r.compile(MS, "jit_f", &lr("0.1"), 1, 12);
+    let mut bytes = r.w.into_inner();
+    let whole = bytes.len();
+    bytes.truncate(whole - 3);
+    let cut = read_trace(&bytes).unwrap();
+    let rep = report(&[&cut]);
+    assert!(
+        rep.warnings.iter().any(|w| w.contains("cut")),
+        "{:?}",
+        rep.warnings
+    );
+    assert_eq!(rep.traces[0].completeness, "cut");
+    // And the whole one is complete, with no warning.
+    let rep = report(&[&t]);
+    assert!(rep.warnings.is_empty(), "{:?}", rep.warnings);
+}
