@@ -99,4 +99,23 @@ pub fn print_trace_summary(path: &Path) {
     if let Some(w) = completeness_warning(path, &trace) {
         eprintln!("  {w}");
     }
+    print_findings(path, &trace);
+}
+
+/// The report's findings, one line and a fix each: what to look at first.
+fn print_findings(path: &Path, trace: &Trace) {
+    let report = tpuscope_analyzers::analyze(&[tpuscope_analyzers::Input {
+        path: path.display().to_string(),
+        trace,
+    }]);
+    if report.findings.is_empty() {
+        eprintln!("  No findings.");
+    } else {
+        eprintln!("  Findings ({}):", report.findings.len());
+        for (i, f) in report.findings.iter().enumerate() {
+            eprintln!("  {:>3}. [{}] {}", i + 1, f.kind, f.title);
+            eprintln!("       fix: {}", f.suggestion);
+        }
+    }
+    eprintln!("  full report: tpuscope report {}", path.display());
 }
