@@ -390,7 +390,11 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         })
         .collect();
     let total_steps: usize = all_steps.iter().map(|s| s.steps.len()).sum();
-    report.syncs = syncs::group(&all_syncs, total_steps, |run, t| {
+    let torch = report
+        .traces
+        .first()
+        .is_some_and(|t| t.frontend.starts_with("torch"));
+    report.syncs = syncs::group(&all_syncs, total_steps, torch, |run, t| {
         all_steps.get(run).and_then(|s| s.step_at(t))
     });
     report.steps = steps_report(&traces, &all_steps);

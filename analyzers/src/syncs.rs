@@ -117,6 +117,7 @@ pub struct SyncLine {
 pub fn group(
     syncs: &[SyncView],
     steps: usize,
+    torch: bool,
     step_of: impl Fn(usize, u64) -> Option<usize>,
 ) -> Vec<SyncLine> {
     type Key = (Option<SourceLoc>, Option<SourceLoc>);
@@ -159,10 +160,7 @@ pub fn group(
             let stall_ms = stall as f64 / 1e6;
             let per_step = (steps > 0).then(|| count as f64 / steps as f64);
             let suggestion = match &source {
-                Some(src) => format!(
-                    "{src} blocks the host {count}× ({:.3} ms): keep the value on the device (accumulate, compare with device ops), or read it every N steps or after the loop",
-                    stall_ms
-                ),
+                Some(src) => fix(src, count, stall_ms, &what, torch),
                 None => "a read from framework code with no user frame: look at the stack in `tpuscope dump`".to_string(),
             };
             SyncLine {
@@ -186,6 +184,36 @@ pub fn group(
             .then(a.source.cmp(&b.source))
     });
     lines
+}
+
+/// The fix for a sync line, by what it read: a `pred[]` is a Python `if` on a device value, a
+/// scalar is a logged or checked metric, anything else a result pulled to the host.
+fn fix(src: &SourceLoc, count: u64, stall_ms: f64, what: &BTreeSet<String>, torch: bool) -> String {
+    let blocks = format!("{src} blocks the host {count}× ({stall_ms:.3} ms)");
+    let scalar = |w: &String| w.ends_with("[]");
+    if what.iter().any(|w| w.starts_with("pred")) {
+        let instead = if torch {
+            "`torch.where(cond, a, b)`"
+        } else {
+            "`jnp.where` or `jax.lax.cond`"
+        };
+        format!(
+            "{blocks}: a Python `if` on a device value reads it every time — decide on the device with {instead}"
+        )
+    } else if !what.is_empty() && what.iter().all(scalar) {
+        let read = if torch {
+            "`.item()`"
+        } else {
+            "`float()`/`.item()`"
+        };
+        format!(
+            "{blocks}: a {read} of a scalar — keep the metric on the device (accumulate it) and read it every N steps or after the loop"
+        )
+    } else {
+        format!(
+            "{blocks}: move the read out of the step, read less often, or copy asynchronously (`copy_to_host_async` / `non_blocking=True`) and consume it a step later"
+        )
+    }
 }
 
 fn strip_function(s: &SourceLoc) -> SourceLoc {
