@@ -260,6 +260,7 @@ mod tests {
             graph: "jit_step".into(),
             stored_in_run: 0,
             recompiled_in_run: 1,
+            loads_attempted_in_run: 0,
         });
         r.errors.push(ErrorSummary {
             api: "PJRT_Execute".into(),
