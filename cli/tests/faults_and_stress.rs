@@ -230,3 +230,70 @@ fn every_instrumented_process_writes_its_own_trace() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("tpuscope: trace ").count(), 2, "{err}");
 }
+
+/// A device out of memory (injected with libtpu's wording) gets a post-mortem in the report: the
+/// failing call, the last launches before it, the largest compiled executables.
+#[test]
+fn out_of_memory_gets_a_post_mortem_in_the_report() {
+    let py = venv_python("jax");
+    let cpu = cpu_plugin("jax");
+    let fault = fault_plugin();
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_tpuscope(
+        &[
+            "run",
+            "--quiet",
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--plugin",
+            fault.to_str().unwrap(),
+            "--",
+            py.to_str().unwrap(),
+            workload("jax_faults.py").to_str().unwrap(),
+        ],
+        &[
+            ("TPUSCOPE_FAULT_REAL_PLUGIN", cpu.to_str().unwrap()),
+            ("TPUSCOPE_FAULT_SPEC", "execute:oom@6"),
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Ran out of memory"), "{stdout}");
+    let traces = traces_in(dir.path());
+    let rep = run_tpuscope(
+        &["report", "--format", "json", traces[0].to_str().unwrap()],
+        &[],
+        dir.path(),
+    );
+    assert!(rep.status.success(), "{}", show(&rep));
+    let v: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap();
+    let oom = &v["oom"];
+    assert!(
+        oom["message"]
+            .as_str()
+            .unwrap()
+            .contains("Ran out of memory"),
+        "{oom}"
+    );
+    assert!(oom["api"].as_str().unwrap().contains("Execute"), "{oom}");
+    let last = oom["last_events"].as_array().unwrap();
+    // Five launches succeeded before the sixth failed.
+    assert!(
+        last.iter()
+            .filter(|e| e.as_str().unwrap().contains("execute"))
+            .count()
+            >= 5,
+        "{last:?}"
+    );
+    assert!(!oom["largest_executables"].as_array().unwrap().is_empty());
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "oom"),
+        "{}",
+        v["findings"]
+    );
+}

@@ -132,6 +132,16 @@ fn before(counter: Counter, kind: Option<Kind>) -> Option<*mut PjrtError> {
         if !d.error {
             return None;
         }
+        if d.oom {
+            // libtpu's wording when HBM runs out.
+            return Some(errors::new_error(
+                error_code::RESOURCE_EXHAUSTED,
+                format!(
+                    "RESOURCE_EXHAUSTED: tpuscope fault injection: {} call #{n}: Ran out of memory in memory space hbm. Used 17.21G of 15.75G hbm. Exceeded hbm capacity by 1.46G.",
+                    kind.name()
+                ),
+            ));
+        }
         Some(match kind {
             // What libtpu answers when asked to load a serialized executable it cannot use.
             Kind::Deserialize => errors::new_error(

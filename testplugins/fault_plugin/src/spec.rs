@@ -5,7 +5,7 @@
 //!   (`PJRT_Client_BufferFromHostBuffer`), `to_host` (real copies: `PJRT_Buffer_ToHostBuffer`
 //!   with a destination, and `PJRT_Buffer_CopyRawToHost`; size queries are not numbered),
 //!   `serialize`, `deserialize`;
-//! - action: `error` or `delay_ms=K`;
+//! - action: `error`, `oom` (RESOURCE_EXHAUSTED with libtpu's out-of-memory text) or `delay_ms=K`;
 //! - calls: `N` (the Nth call of that kind, 1-based), `N-M` (inclusive), or `*` (every call).
 //!
 //! Example: `compile:error@2,execute:error@5-6,execute:delay_ms=30@*`.
@@ -56,6 +56,8 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     Error,
+    /// Fails like a device out of memory.
+    Oom,
     DelayMs(u64),
 }
 
@@ -102,6 +104,8 @@ pub struct Decision {
     pub delay_ms: u64,
     /// Fail the call instead of forwarding it (after the delay).
     pub error: bool,
+    /// Fail it as out of device memory.
+    pub oom: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -128,6 +132,10 @@ impl Spec {
         {
             match r.action {
                 Action::Error => d.error = true,
+                Action::Oom => {
+                    d.error = true;
+                    d.oom = true;
+                }
                 Action::DelayMs(ms) => d.delay_ms = d.delay_ms.saturating_add(ms),
             }
         }
@@ -156,11 +164,12 @@ fn parse_rule(item: &str) -> Result<Rule, SpecError> {
         .ok_or_else(|| bad("missing @calls (N, N-M or *)"))?;
     let action = match action.trim() {
         "error" => Action::Error,
+        "oom" => Action::Oom,
         a => match a.split_once('=') {
             Some((k, ms)) if k.trim() == "delay_ms" => {
                 Action::DelayMs(ms.trim().parse().map_err(|_| bad("bad delay_ms"))?)
             }
-            _ => return Err(bad("unknown action (error or delay_ms=K)")),
+            _ => return Err(bad("unknown action (error, oom or delay_ms=K)")),
         },
     };
     let calls = match calls.trim() {
@@ -185,6 +194,14 @@ fn parse_rule(item: &str) -> Result<Rule, SpecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oom_is_an_error_that_says_so() {
+        let s = Spec::parse("execute:oom@3").unwrap();
+        let d = s.decide(Kind::Execute, 3);
+        assert!(d.error && d.oom);
+        assert_eq!(s.decide(Kind::Execute, 2), Decision::default());
+    }
 
     #[test]
     fn parses_the_documented_example() {
