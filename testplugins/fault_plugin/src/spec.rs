@@ -226,7 +226,8 @@ mod tests {
             d,
             Decision {
                 delay_ms: 30,
-                error: true
+                error: true,
+                oom: false
             }
         );
         assert_eq!(s.decide(Kind::Execute, 7).delay_ms, 30);
