@@ -97,6 +97,10 @@ pub struct Diff {
     pub ops_removed: BTreeMap<String, u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params_count: Option<(usize, usize)>,
+    /// For `structure_changed`: the user line most of the added or removed ops come from, when
+    /// the HLO carries source metadata (JAX, TorchTPU, torch_xla with `XLA_HLO_DEBUG=1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_source: Option<SourceLoc>,
 }
 
 impl Diff {
@@ -109,6 +113,7 @@ impl Diff {
             ops_added: BTreeMap::new(),
             ops_removed: BTreeMap::new(),
             params_count: None,
+            ops_source: None,
         }
     }
 }
@@ -245,7 +250,41 @@ fn structure_diff(a: &Program, b: &Program) -> Diff {
     }
     d.ops_added = added;
     d.ops_removed = removed;
+    d.ops_source = changed_ops_source(&a.module, &b.module);
+    if let Some(src) = &d.ops_source {
+        d.summary.push_str(&format!(" (at {src})"));
+    }
     d
+}
+
+/// The user line that most of the ops present in one program but not the other come from.
+fn changed_ops_source(a: &HloModuleProto, b: &HloModuleProto) -> Option<SourceLoc> {
+    fn ops_by_line(m: &HloModuleProto) -> BTreeMap<(String, SourceLoc), i64> {
+        let mut out = BTreeMap::new();
+        for i in m.computations.iter().flat_map(|c| &c.instructions) {
+            if matches!(
+                i.opcode.as_str(),
+                "parameter" | "tuple" | "get-tuple-element"
+            ) {
+                continue;
+            }
+            if let Some(src) = user_source(m, i) {
+                *out.entry((i.opcode.clone(), src)).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+    let (oa, ob) = (ops_by_line(a), ops_by_line(b));
+    let mut weight: BTreeMap<SourceLoc, i64> = BTreeMap::new();
+    for key in oa.keys().chain(ob.keys()) {
+        let d = (oa.get(key).copied().unwrap_or(0) - ob.get(key).copied().unwrap_or(0)).abs();
+        if d > 0 {
+            *weight.entry(key.1.clone()).or_insert(0) =
+                d.max(weight.get(&key.1).copied().unwrap_or(0));
+        }
+    }
+    let best = weight.values().copied().max()?;
+    weight.into_iter().find(|(_, w)| *w == best).map(|(s, _)| s)
 }
 
 /// Both modules have the same structure: walk them side by side.

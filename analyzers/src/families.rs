@@ -237,6 +237,7 @@ fn empty_diff() -> Diff {
         ops_added: Default::default(),
         ops_removed: Default::default(),
         params_count: None,
+        ops_source: None,
     }
 }
 

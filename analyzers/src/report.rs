@@ -703,10 +703,15 @@ fn explain(
                     .map(|d| d.summary.clone())
                     .unwrap_or_default()
             );
-            let at = call_site
-                .as_ref()
-                .map(|s| format!(" reaching {s}"))
-                .unwrap_or_default();
+            // The line of the ops that differ, when the HLO says; else where the graph is cut.
+            let ops_source = most_common(diffs.iter().filter_map(|d| d.ops_source.clone()));
+            let at = match (&ops_source, &call_site) {
+                (Some(o), Some(c)) if o != c => format!(" at {o} (graph cut at {c})"),
+                (Some(o), _) => format!(" at {o}"),
+                (None, Some(c)) => format!(" reaching {c}"),
+                (None, None) => String::new(),
+            };
+            let call_site = ops_source.or(call_site);
             let fix = if torch {
                 "compute both branches with `torch.where`, or keep data-dependent `if`s and optional inputs out of the step"
             } else {
