@@ -380,24 +380,37 @@ fn aligned_diff(a: &HloModuleProto, b: &HloModuleProto) -> Diff {
         let raw = first_other.unwrap_or_else(|| "metadata or names only".to_string());
         return Diff::new(Cause::Unknown, format!("programs differ: {raw}"));
     };
-    let summary = changes
+    // The same change in several places (a rate used by four updates) is one item, counted.
+    let mut items: Vec<(String, usize)> = Vec::new();
+    for c in &changes {
+        let at = c
+            .source
+            .as_ref()
+            .map(|s| format!(" at {s}"))
+            .unwrap_or_default();
+        let text = format!(
+            "{} of {} {}: {} → {}{at}",
+            c.what, c.op, c.dtype, c.old, c.new
+        );
+        match items.iter_mut().find(|(t, _)| *t == text) {
+            Some((_, n)) => *n += 1,
+            None => items.push((text, 1)),
+        }
+    }
+    let summary = items
         .iter()
         .take(4)
-        .map(|c| {
-            let at = c
-                .source
-                .as_ref()
-                .map(|s| format!(" at {s}"))
-                .unwrap_or_default();
-            format!(
-                "{} of {} {}: {} → {}{at}",
-                c.what, c.op, c.dtype, c.old, c.new
-            )
+        .map(|(t, n)| {
+            if *n > 1 {
+                format!("{t} (×{n})")
+            } else {
+                t.clone()
+            }
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let more = if changes.len() > 4 {
-        format!(" (+{} more)", changes.len() - 4)
+    let more = if items.len() > 4 {
+        format!(" (+{} more)", items.len() - 4)
     } else {
         String::new()
     };
