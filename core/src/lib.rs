@@ -11,5 +11,5 @@ pub mod reader;
 pub mod writer;
 
 pub use event::Record;
-pub use reader::{Completeness, ReadError, Trace, read_trace, read_trace_file};
+pub use reader::{Completeness, ReadError, Trace, TraceBuilder, read_trace, read_trace_file};
 pub use writer::{RawFrame, TraceWriter};

@@ -463,6 +463,126 @@ fn absorb(trace: &mut Trace, r: Record) {
     }
 }
 
+/// Decodes a trace that arrives in pieces (a live stream from a running workload, a file still
+/// being written): bytes are appended with [`TraceBuilder::push`], every complete frame is absorbed
+/// into the growing [`Trace`], and an incomplete last frame waits for the next piece.
+#[derive(Debug, Default)]
+pub struct TraceBuilder {
+    /// Bytes not yet absorbed: the start of an incomplete frame (or of the header).
+    pending: Vec<u8>,
+    /// Stream offset of `pending[0]`.
+    base: u64,
+    trace: Option<Trace>,
+}
+
+impl TraceBuilder {
+    pub fn new() -> TraceBuilder {
+        TraceBuilder::default()
+    }
+
+    /// Appends bytes; returns how many records were absorbed. The header is checked as soon as
+    /// it is complete: a stream that is not a trace (or of a newer major version) is an error,
+    /// and stays one.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<usize, ReadError> {
+        self.pending.extend_from_slice(bytes);
+        if self.trace.is_none() {
+            if self.pending.len() < format::HEADER_LEN {
+                return Ok(0);
+            }
+            let header = parse_header(&self.pending)?;
+            if self.pending.len() < header.len {
+                return Ok(0);
+            }
+            self.trace = Some(Trace {
+                header,
+                manifest: None,
+                client: None,
+                strings: HashMap::new(),
+                stacks: HashMap::new(),
+                blobs: HashMap::new(),
+                events: Vec::new(),
+                end: None,
+                damage: Vec::new(),
+                unknown_records: 0,
+                undecodable_records: 0,
+                completeness: Completeness::NoEndRecord { file_len: 0 },
+            });
+            self.pending.drain(..header.len);
+            self.base = header.len as u64;
+        }
+        let Some(trace) = self.trace.as_mut() else {
+            return Ok(0);
+        };
+        // The common case while a large frame (a blob) arrives: its header says it is not all
+        // here yet, so wait without scanning what has arrived.
+        if let Some(h) = format::parse_frame_header(&self.pending)
+            && h.kind != 0
+            && (h.len as usize) <= MAX_PAYLOAD_LEN
+            && self.pending.len() < FRAME_HEADER_LEN + h.len as usize
+        {
+            return Ok(0);
+        }
+        let mut absorbed = 0;
+        let mut keep_from = self.pending.len();
+        for item in FrameIter::new(&self.pending, 0) {
+            match item {
+                FrameItem::Frame(f) => match RecordKind::from_u16(f.kind) {
+                    None => trace.unknown_records += 1,
+                    Some(kind) => match Record::decode_payload(kind, f.payload) {
+                        Ok(r) => {
+                            absorb(trace, r);
+                            absorbed += 1;
+                        }
+                        Err(_) => trace.undecodable_records += 1,
+                    },
+                },
+                FrameItem::Damage(d) => trace.damage.push(Damage {
+                    offset: d.offset + self.base,
+                    len: d.len,
+                }),
+                FrameItem::Truncated { offset } => {
+                    keep_from = usize::try_from(offset).unwrap_or(self.pending.len());
+                    break;
+                }
+            }
+        }
+        let keep_from = keep_from.min(self.pending.len());
+        self.pending.drain(..keep_from);
+        self.base += keep_from as u64;
+        let len = self.base + self.pending.len() as u64;
+        trace.completeness = if trace.end.is_some() {
+            Completeness::Complete
+        } else {
+            Completeness::NoEndRecord { file_len: len }
+        };
+        Ok(absorbed)
+    }
+
+    /// The trace so far (`None` until the header has arrived).
+    pub fn trace(&self) -> Option<&Trace> {
+        self.trace.as_ref()
+    }
+
+    /// Takes the trace out, marking a dangling incomplete frame as a cut.
+    pub fn finish(mut self) -> Option<Trace> {
+        let pending = self.pending.len() as u64;
+        let base = self.base;
+        let mut t = self.trace.take()?;
+        if pending > 0 {
+            t.completeness = Completeness::Cut {
+                offset: base,
+                file_len: base + pending,
+            };
+        }
+        Some(t)
+    }
+
+    /// Bytes received so far.
+    pub fn bytes_received(&self) -> u64 {
+        self.base + self.pending.len() as u64
+    }
+}
+
 /// Reads and decodes a trace file.
 pub fn read_trace_file(path: &Path) -> Result<Trace, ReadError> {
     let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
