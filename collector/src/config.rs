@@ -22,6 +22,11 @@ pub const ENV_ROLE: &str = "TPUSCOPE_ROLE";
 pub const ENV_DROP_CREATE_OPTIONS: &str = "TPUSCOPE_DROP_CREATE_OPTIONS";
 /// `0` turns Python stack capture off.
 pub const ENV_STACKS: &str = "TPUSCOPE_STACKS";
+/// `0` turns the live socket off (no `tpuscope ps`/`attach` for this process).
+pub const ENV_LIVE: &str = "TPUSCOPE_LIVE";
+/// Bytes of frames queued for one live viewer before frames are lost to it.
+pub const ENV_LIVE_VIEWER_BUDGET_BYTES: &str = "TPUSCOPE_LIVE_VIEWER_BUDGET_BYTES";
+pub const DEFAULT_LIVE_VIEWER_BUDGET_BYTES: u64 = 32 << 20;
 /// Job identity and process index for multi-host jobs.
 pub const ENV_JOB_ID: &str = "TPUSCOPE_JOB_ID";
 pub const ENV_PROCESS_INDEX: &str = "TPUSCOPE_PROCESS_INDEX";
@@ -42,6 +47,8 @@ pub struct Config {
     pub stacks: bool,
     pub job_id: String,
     pub process_index: u32,
+    pub live: bool,
+    pub live_viewer_budget_bytes: usize,
 }
 
 impl Config {
@@ -89,6 +96,12 @@ impl Config {
             stacks: !off(ENV_STACKS),
             job_id: get(ENV_JOB_ID).unwrap_or_default(),
             process_index: num(ENV_PROCESS_INDEX, 0) as u32,
+            live: !off(ENV_LIVE),
+            live_viewer_budget_bytes: usize::try_from(num(
+                ENV_LIVE_VIEWER_BUDGET_BYTES,
+                DEFAULT_LIVE_VIEWER_BUDGET_BYTES,
+            ))
+            .unwrap_or(usize::MAX),
         }
     }
 }
@@ -110,8 +123,12 @@ mod tests {
 
     #[test]
     fn off_switches() {
-        let c =
-            Config::from_lookup(|k| matches!(k, ENV_ENABLE | ENV_STACKS).then(|| "0".to_string()));
-        assert!(!c.enabled && !c.stacks);
+        let c = Config::from_lookup(|k| {
+            matches!(k, ENV_ENABLE | ENV_STACKS | ENV_LIVE).then(|| "0".to_string())
+        });
+        assert!(!c.enabled && !c.stacks && !c.live);
+        let on = Config::from_lookup(|_| None);
+        assert!(on.live);
+        assert_eq!(on.live_viewer_budget_bytes, 32 << 20);
     }
 }

@@ -11,6 +11,7 @@ pub mod agent;
 pub mod config;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod live;
 pub mod live_buffers;
 pub mod manifest;
 pub mod pending;

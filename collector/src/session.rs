@@ -47,8 +47,14 @@ pub fn start(plugin: PluginInfo) -> bool {
             manifest.pid,
             wall / 1_000_000_000,
         );
-        let handle = writer::start(rec, manifest, path, cfg.size_cap_bytes);
+        let hub = cfg
+            .live
+            .then(|| crate::live::Hub::new(cfg.live_viewer_budget_bytes));
+        let handle = writer::start_with_live(rec, manifest, path, cfg.size_cap_bytes, hub.clone());
         if let Some(h) = &handle {
+            if let Some(hub) = hub {
+                crate::live::serve(hub);
+            }
             crate::ffi::os::at_exit(shutdown_at_exit);
             crate::ffi::os::on_fork_child(disable_in_fork_child);
             if std::env::var_os("TPUSCOPE_QUIET").is_none() {
@@ -75,6 +81,7 @@ pub fn shutdown() {
     if let Some(Some(w)) = WRITER.get() {
         w.shutdown(Duration::from_secs(3));
     }
+    crate::live::finish();
 }
 
 extern "C" fn shutdown_at_exit() {

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,11 @@ use std::time::{Duration, Instant};
 use tpuscope_core::TraceWriter;
 use tpuscope_core::event::{Clock, Dropped, End, ExecuteSummary, Manifest, Record};
 
+use crate::live::{self, Hub, Tee};
 use crate::recorder::{Event, Recorder};
+
+/// The trace file, teed to live viewers (`live`).
+type Out = Tee<BufWriter<File>>;
 
 const CLOCK_INTERVAL: Duration = Duration::from_secs(1);
 const FLUSH_INTERVAL: Duration = Duration::from_millis(50);
@@ -104,6 +109,17 @@ pub fn start(
     path: PathBuf,
     size_cap_bytes: u64,
 ) -> Option<WriterHandle> {
+    start_with_live(recorder, manifest, path, size_cap_bytes, None)
+}
+
+/// [`start`], serving the frames it writes to the live viewers `hub` admits.
+pub fn start_with_live(
+    recorder: &'static Recorder,
+    manifest: Manifest,
+    path: PathBuf,
+    size_cap_bytes: u64,
+    hub: Option<Arc<Hub>>,
+) -> Option<WriterHandle> {
     let (file, path) = match create_new(&path) {
         Ok(v) => v,
         Err(e) => {
@@ -111,7 +127,12 @@ pub fn start(
             return None;
         }
     };
-    let trace = match TraceWriter::new(BufWriter::with_capacity(1 << 16, file), &manifest) {
+    let history = live::History {
+        fd_path: PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())),
+        path: path.clone(),
+    };
+    let out = Tee::new(BufWriter::with_capacity(1 << 16, file), hub, Some(history));
+    let trace = match TraceWriter::new(out, &manifest) {
         Ok(t) => t,
         Err(e) => {
             give_up(recorder, &path, "write", &e);
@@ -143,7 +164,7 @@ pub fn start(
 }
 
 struct Writer {
-    trace: TraceWriter<BufWriter<File>>,
+    trace: TraceWriter<Out>,
     size_cap_bytes: u64,
     /// Past the size cap: per-executable execute aggregates, flushed every `SUMMARY_INTERVAL`.
     summaries: HashMap<u64, ExecuteSummary>,
@@ -152,7 +173,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(trace: TraceWriter<BufWriter<File>>, size_cap_bytes: u64) -> Self {
+    fn new(trace: TraceWriter<Out>, size_cap_bytes: u64) -> Self {
         Writer {
             trace,
             size_cap_bytes,
@@ -207,6 +228,7 @@ impl Writer {
                 last_flush = Instant::now();
                 dirty = false;
             }
+            self.serve_viewers()?;
             if stopping && recorder.is_empty() {
                 break;
             }
@@ -224,7 +246,21 @@ impl Writer {
             dropped_total: recorder.dropped(),
         }))?;
         self.trace.flush()?;
-        self.trace.get_ref().get_ref().sync_data()
+        // Dropping the writer then closes the viewers' streams, after the end record.
+        self.trace.get_ref().inner().get_ref().sync_data()
+    }
+
+    /// Registers new live viewers between two frames (their history is the file up to here,
+    /// flushed) and wakes the senders of the frames written since the last loop.
+    fn serve_viewers(&mut self) -> io::Result<()> {
+        if self.trace.get_ref().wants_registration() {
+            self.trace.flush()?;
+            self.trace
+                .get_ref()
+                .register_pending(self.trace.bytes_written());
+        }
+        self.trace.get_ref().wake_viewers();
+        Ok(())
     }
 
     fn write_event(&mut self, ev: Event) -> io::Result<()> {

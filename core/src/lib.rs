@@ -7,6 +7,7 @@ pub mod event;
 pub mod format;
 pub mod hlo;
 pub mod json;
+pub mod live;
 pub mod reader;
 pub mod writer;
 
