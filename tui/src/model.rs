@@ -1,0 +1,917 @@
+//! The view model: what the screen shows, built once per rebuild from the events so far and the
+//! analyzers' report. Drawing reads only this, so a frame costs nothing proportional to the trace.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use tpuscope_analyzers::report::{FamilyReport, MemberReport, Report};
+use tpuscope_analyzers::source::{is_framework_file, short_path, user_frame};
+use tpuscope_analyzers::steps::executable_names;
+use tpuscope_core::Trace;
+use tpuscope_core::event::{Direction, MemoryOrigin, Record};
+
+use crate::fmt;
+
+/// Lines kept in the recent-events log.
+pub const EVENT_LINES: usize = 200;
+/// Samples kept per device for the sparkline.
+pub const MEMORY_SAMPLES: usize = 240;
+/// Window over which steps/s is measured.
+pub const STEP_RATE_WINDOW_NS: u64 = 5_000_000_000;
+/// The events log looks at most this many records from the end: a stream of identical executes
+/// collapses into few lines, and the walk must stay bounded all the same.
+const EVENT_SCAN_LIMIT: usize = 20_000;
+
+/// What the driver knows about the process being watched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunState {
+    /// Events are arriving.
+    #[default]
+    Live,
+    /// The workload exited (or the trace is complete).
+    Ended,
+    /// The driver stopped reading (the workload runs on).
+    Paused,
+}
+
+impl RunState {
+    pub fn label(self) -> &'static str {
+        match self {
+            RunState::Live => "live",
+            RunState::Ended => "ended",
+            RunState::Paused => "paused",
+        }
+    }
+}
+
+/// What only the driver knows, handed to [`Model::build`].
+#[derive(Clone, Debug, Default)]
+pub struct Extra {
+    /// Frames this viewer lost because it read too slowly (the stream's `viewer_lagged` notes
+    /// are counted too; the larger wins).
+    pub viewer_lost: u64,
+    pub state: RunState,
+    /// The workload's own output, oldest first (`tpuscope run`); empty for `attach`.
+    pub output: Vec<String>,
+}
+
+/// The lines at the top of the screen.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Header {
+    pub pid: u32,
+    pub host: String,
+    /// The command line, with the interpreter's directory and long paths shortened.
+    pub command: String,
+    pub frontend: String,
+    /// The plugin's file with its folder.
+    pub plugin: String,
+    pub pjrt_api: String,
+    /// `(package, version)` of jax, jaxlib, torch, torch_xla, torch_tpu, libtpu, as present.
+    pub packages: Vec<(String, String)>,
+    /// Since the process started: to `now_ns`, or to the last event when no time was given.
+    pub uptime_ns: u64,
+    pub steps_per_s: Option<f64>,
+    /// `complete`, `no end record`, `cut` — the trace's state as read.
+    pub completeness: String,
+}
+
+/// The live counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counters {
+    pub compiles: u64,
+    pub failed_compiles: u64,
+    pub cache_hits: u64,
+    /// Recompiles after warm-up.
+    pub recompiles: u64,
+    pub warmup_recompiles: u64,
+    pub host_syncs: u64,
+    /// Waits of the runtime's own threads (no Python stack): not the user's syncs.
+    pub runtime_waits: u64,
+    pub steps: u64,
+    /// Events the collector dropped (its `Dropped`/`End` records).
+    pub dropped: u64,
+    /// Frames this viewer lost.
+    pub viewer_lost: u64,
+    pub events: u64,
+    pub errors: u64,
+}
+
+/// One frame of a Python stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackFrame {
+    /// `dir/file.py:33 function`.
+    pub text: String,
+    /// The user's own code (not a frontend, site-packages or the standard library).
+    pub user: bool,
+}
+
+/// One compile of a recompile family.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberView {
+    pub t_ms: f64,
+    pub compile_ms: f64,
+    pub executable: String,
+    /// `first` for the first member.
+    pub cause: String,
+    /// 1-based number of the member it was compared with.
+    pub against: Option<usize>,
+    /// One line: what changed.
+    pub summary: String,
+    /// Every change, one per line: constant values, dims, ops.
+    pub changes: Vec<String>,
+    pub parameters: Vec<String>,
+    pub source: Option<String>,
+    pub stack: Vec<StackFrame>,
+}
+
+/// A recompile family.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FamilyView {
+    /// Stable across rebuilds while the family grows (run, graph, first compile's time).
+    pub key: String,
+    pub graph: String,
+    pub run: usize,
+    pub count: u64,
+    pub cause: String,
+    /// Recompiled after warm-up (false: warm-up only, not a finding).
+    pub finding: bool,
+    /// `dir/file.py:33`.
+    pub source: Option<String>,
+    pub function: String,
+    pub details: String,
+    pub suggestion: String,
+    pub compile_ms: f64,
+    pub members: Vec<MemberView>,
+}
+
+impl FamilyView {
+    /// Whether the family matches a filter (case-insensitive substring of its texts).
+    pub fn matches(&self, needle_lower: &str) -> bool {
+        needle_lower.is_empty()
+            || [
+                self.graph.as_str(),
+                self.cause.as_str(),
+                self.source.as_deref().unwrap_or(""),
+                self.details.as_str(),
+            ]
+            .iter()
+            .any(|s| s.to_lowercase().contains(needle_lower))
+    }
+}
+
+/// A line that syncs the host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyncRow {
+    /// `dir/file.py:27 (function)`, or the innermost frame when no frame is the user's.
+    pub line: String,
+    /// `dir/file.py:27` alone (what is left when the line does not fit).
+    pub place: String,
+    /// False when no user frame was found.
+    pub user: bool,
+    pub count: u64,
+    pub bytes: u64,
+    pub stall_ms: f64,
+    pub per_step: Option<f64>,
+    pub stall_ms_per_step: Option<f64>,
+    /// What was read (shapes) or waited on.
+    pub what: Vec<String>,
+    pub suggestion: String,
+}
+
+impl SyncRow {
+    pub fn matches(&self, needle_lower: &str) -> bool {
+        needle_lower.is_empty()
+            || self.line.to_lowercase().contains(needle_lower)
+            || self
+                .what
+                .iter()
+                .any(|w| w.to_lowercase().contains(needle_lower))
+    }
+}
+
+/// Device memory of one device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceMem {
+    pub device: i32,
+    /// True: the plugin's allocator reports (`PJRT_Device_MemoryStats`); false: only tpuscope's
+    /// own count of live buffers exists.
+    pub reported: bool,
+    /// Bytes in use, oldest first (the last [`MEMORY_SAMPLES`] samples).
+    pub series: Vec<u64>,
+    pub last_bytes: i64,
+    pub peak_bytes: i64,
+    pub limit_bytes: Option<i64>,
+    /// Peak over limit.
+    pub peak_fraction: Option<f64>,
+    /// Last bytes in use over limit.
+    pub fraction: Option<f64>,
+    /// Live buffers at the last sample (counted by tpuscope).
+    pub live_buffers: Option<i64>,
+    pub samples: u64,
+}
+
+/// What colour an event line gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Compile,
+    Execute,
+    Transfer,
+    Sync,
+    Cache,
+    Memory,
+    Step,
+    Note,
+    Error,
+    Other,
+}
+
+/// One line of the recent-events log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventLine {
+    /// Milliseconds since the process started (of the newest event the line stands for).
+    pub t_ms: f64,
+    pub kind: EventKind,
+    pub text: String,
+    /// Consecutive events collapsed into this line.
+    pub repeat: u64,
+}
+
+impl EventLine {
+    pub fn matches(&self, needle_lower: &str) -> bool {
+        needle_lower.is_empty() || self.text.to_lowercase().contains(needle_lower)
+    }
+}
+
+/// Everything the screen shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Model {
+    pub header: Header,
+    pub counters: Counters,
+    /// Recompile families, in the report's order (first compile first).
+    pub families: Vec<FamilyView>,
+    /// Host sync lines, most stall first.
+    pub syncs: Vec<SyncRow>,
+    pub memory: Vec<DeviceMem>,
+    /// Largest compiled executables: (graph, peak bytes, temp bytes).
+    pub largest_compiled: Vec<(String, i64, i64)>,
+    /// Oldest first, at most [`EVENT_LINES`].
+    pub events: Vec<EventLine>,
+    pub output: Vec<String>,
+    pub warnings: Vec<String>,
+    /// One-line findings (`recompile`, `sync`, … titles).
+    pub findings: Vec<String>,
+    /// How steps were detected (`marker torch_xla.sync`, `dominant executable jit_train_step`).
+    pub steps_detected_by: String,
+    pub state: RunState,
+}
+
+impl Model {
+    /// Builds the model: one pass over the events plus the report's (already computed) views.
+    pub fn build(trace: &Trace, report: Report, now_ns: Option<u64>, extra: Extra) -> Model {
+        let m = trace.manifest.clone().unwrap_or_default();
+        let start = m.start_mono_ns;
+        let names = executable_names(trace);
+        let step_marker = report
+            .steps
+            .detected_by
+            .strip_prefix("marker ")
+            .map(str::to_string);
+        let dominant = report
+            .steps
+            .detected_by
+            .strip_prefix("dominant executable ")
+            .map(str::to_string);
+
+        // One pass: memory, drops, lag notes, last time, step times, errors.
+        let mut mem: BTreeMap<(i32, bool), MemAcc> = BTreeMap::new();
+        let mut dropped = trace.end.as_ref().map_or(0, |e| e.dropped_total);
+        let mut lagged = 0u64;
+        let mut last_t = start;
+        let mut step_times: Vec<u64> = Vec::new();
+        for r in &trace.events {
+            if let Some(t) = r.t_ns() {
+                last_t = last_t.max(t);
+            }
+            match r {
+                Record::Memory(x) => {
+                    let reported = x.origin == MemoryOrigin::PluginStats as i32;
+                    mem.entry((x.device, reported)).or_default().add(x);
+                }
+                Record::Dropped(d) => dropped = dropped.max(d.total),
+                Record::Note(n) if n.topic == "viewer_lagged" => {
+                    if let Ok(v) = n.message.trim().parse::<u64>() {
+                        lagged = lagged.max(v);
+                    }
+                }
+                Record::Step(s) if step_marker.as_deref() == Some(s.marker.as_str()) => {
+                    step_times.push(s.t_ns);
+                }
+                Record::Execute(e)
+                    if dominant.is_some()
+                        && names.get(&e.executable_id).map(String::as_str)
+                            == dominant.as_deref() =>
+                {
+                    step_times.push(e.t_ns);
+                }
+                _ => {}
+            }
+        }
+        let now = now_ns.unwrap_or(last_t);
+
+        let header = Header {
+            pid: m.pid,
+            host: m.host.clone(),
+            command: command(&m.command_line),
+            frontend: report
+                .traces
+                .first()
+                .map(|t| t.frontend.clone())
+                .unwrap_or_default(),
+            plugin: if m.plugin_path.is_empty() {
+                String::new()
+            } else {
+                short_path(&m.plugin_path).to_string()
+            },
+            pjrt_api: format!("{}.{}", m.pjrt_api_major, m.pjrt_api_minor),
+            packages: packages(&m.package_versions),
+            uptime_ns: now.saturating_sub(start),
+            steps_per_s: step_rate(&step_times, now, start),
+            completeness: match trace.completeness {
+                tpuscope_core::Completeness::Complete => "complete",
+                tpuscope_core::Completeness::NoEndRecord { .. } => "no end record",
+                tpuscope_core::Completeness::Cut { .. } => "cut",
+            }
+            .to_string(),
+        };
+
+        let counters = Counters {
+            compiles: report.compiles.total,
+            failed_compiles: report.compiles.failed,
+            cache_hits: report.cache.persistent_hits,
+            recompiles: report.compiles.recompiles,
+            warmup_recompiles: report.compiles.warmup_recompiles,
+            host_syncs: report.syncs.iter().map(|s| s.count).sum(),
+            runtime_waits: report.runtime_waits,
+            steps: report.steps.count,
+            dropped,
+            viewer_lost: extra.viewer_lost.max(lagged),
+            events: trace.events.len() as u64,
+            errors: report.errors.iter().map(|e| e.count).sum(),
+        };
+
+        let memory = devices(mem);
+        let events = recent_events(trace, &names, start);
+        let findings = report
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.kind, f.title))
+            .collect();
+        let largest_compiled = report
+            .compiled_memory
+            .iter()
+            .take(5)
+            .map(|e| (e.graph.clone(), e.peak_bytes, e.temp_bytes))
+            .collect();
+        let Report {
+            recompiles,
+            syncs,
+            warnings,
+            steps,
+            ..
+        } = report;
+        Model {
+            header,
+            counters,
+            families: recompiles.into_iter().map(family).collect(),
+            syncs: syncs.into_iter().map(sync_row).collect(),
+            memory,
+            largest_compiled,
+            events,
+            output: extra.output.iter().map(|l| fmt::sanitize(l)).collect(),
+            warnings,
+            findings,
+            steps_detected_by: steps.detected_by,
+            state: extra.state,
+        }
+    }
+}
+
+/// `python workloads/train.py --lr 0.1`: the interpreter by name, paths by their last two parts.
+fn command(argv: &[String]) -> String {
+    argv.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            if i == 0 {
+                a.rsplit('/').next().unwrap_or(a).to_string()
+            } else if a.starts_with('/') {
+                short_path(a).to_string()
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The packages that matter for a PJRT workload, in a fixed order.
+const PACKAGES: [&str; 6] = ["jax", "jaxlib", "torch", "torch_xla", "torch_tpu", "libtpu"];
+
+fn packages(kvs: &[tpuscope_core::event::KeyValue]) -> Vec<(String, String)> {
+    PACKAGES
+        .iter()
+        .filter_map(|p| {
+            kvs.iter()
+                .find(|kv| kv.key == *p)
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+        })
+        .collect()
+}
+
+/// Steps per second over the last [`STEP_RATE_WINDOW_NS`] before `now`, or since the run
+/// started when it is younger than that. Counting (rather than the spacing of the steps) keeps
+/// the rate honest for loops that run their steps in bursts and for a loop that stopped.
+fn step_rate(times: &[u64], now: u64, run_start: u64) -> Option<f64> {
+    if times.is_empty() {
+        return None;
+    }
+    let span = now.saturating_sub(run_start).min(STEP_RATE_WINDOW_NS);
+    if span == 0 {
+        return None;
+    }
+    let from = now - span;
+    let recent = times.iter().filter(|&&t| t > from && t <= now).count();
+    Some(recent as f64 / (span as f64 / 1e9))
+}
+
+#[derive(Default)]
+struct MemAcc {
+    series: VecDeque<u64>,
+    last: i64,
+    peak: i64,
+    limit: Option<i64>,
+    live_buffers: Option<i64>,
+    samples: u64,
+}
+
+impl MemAcc {
+    fn add(&mut self, m: &tpuscope_core::event::Memory) {
+        if self.series.len() == MEMORY_SAMPLES {
+            self.series.pop_front();
+        }
+        self.series.push_back(m.bytes_in_use.max(0) as u64);
+        self.last = m.bytes_in_use;
+        self.peak = self
+            .peak
+            .max(m.bytes_in_use)
+            .max(m.peak_bytes_in_use.unwrap_or(0));
+        if let Some(l) = m.bytes_limit.filter(|&l| l > 0) {
+            self.limit = Some(self.limit.map_or(l, |x| x.max(l)));
+        }
+        if m.live_buffers.is_some() {
+            self.live_buffers = m.live_buffers;
+        }
+        self.samples += 1;
+    }
+}
+
+/// One entry per device: the allocator's numbers when the plugin reports them, else the live
+/// buffers tpuscope counted.
+fn devices(mem: BTreeMap<(i32, bool), MemAcc>) -> Vec<DeviceMem> {
+    let mut by_device: BTreeMap<i32, (bool, MemAcc)> = BTreeMap::new();
+    for ((device, reported), acc) in mem {
+        match by_device.get(&device) {
+            Some((true, _)) => {}
+            _ => {
+                by_device.insert(device, (reported, acc));
+            }
+        }
+    }
+    by_device
+        .into_iter()
+        .map(|(device, (reported, a))| DeviceMem {
+            device,
+            reported,
+            series: a.series.into_iter().collect(),
+            last_bytes: a.last,
+            peak_bytes: a.peak,
+            limit_bytes: a.limit,
+            peak_fraction: a.limit.map(|l| a.peak as f64 / l as f64),
+            fraction: a.limit.map(|l| a.last as f64 / l as f64),
+            live_buffers: a.live_buffers,
+            samples: a.samples,
+        })
+        .collect()
+}
+
+fn loc(s: &tpuscope_analyzers::SourceLoc) -> String {
+    s.to_string()
+}
+
+fn family(f: FamilyReport) -> FamilyView {
+    let first_t = f.members.first().map_or(0.0, |m| m.t_ms);
+    let members = f.members.iter().map(member).collect();
+    FamilyView {
+        key: format!("{}/{}@{first_t:.3}", f.run, f.graph),
+        graph: f.graph,
+        run: f.run,
+        count: f.count,
+        cause: f.cause.as_str().to_string(),
+        finding: f.finding,
+        function: f
+            .source
+            .as_ref()
+            .map(|s| s.function.clone())
+            .unwrap_or_default(),
+        source: f.source.as_ref().map(loc),
+        details: f.details,
+        suggestion: f.suggestion,
+        compile_ms: f.compile_ms,
+        members,
+    }
+}
+
+fn member(m: &MemberReport) -> MemberView {
+    let mut changes = Vec::new();
+    let (cause, summary) = match &m.diff {
+        Some(d) => {
+            if let Some((a, b)) = d.params_count {
+                changes.push(format!("{a} → {b} arguments"));
+            }
+            for p in &d.params {
+                let label = match &p.name {
+                    Some(n) => format!("#{} `{n}`", p.number),
+                    None => format!("#{}", p.number),
+                };
+                let what = if p.dims.is_empty() {
+                    "dtype".to_string()
+                } else {
+                    let dims: Vec<String> = p.dims.iter().map(usize::to_string).collect();
+                    format!("dim {}", dims.join(", "))
+                };
+                changes.push(format!("argument {label}: {} → {} ({what})", p.old, p.new));
+            }
+            for c in &d.constants {
+                let used = if c.used_by.is_empty() {
+                    String::new()
+                } else {
+                    format!(", used by {}", c.used_by.join(", "))
+                };
+                let at = c
+                    .source
+                    .as_ref()
+                    .map(|s| format!(" at {s}"))
+                    .unwrap_or_default();
+                changes.push(format!(
+                    "{} of {} {}: {} → {}{used}{at}",
+                    c.what, c.op, c.dtype, c.old, c.new
+                ));
+            }
+            let ops = |m: &BTreeMap<String, u32>, sign: char| {
+                let mut v: Vec<(&String, &u32)> = m.iter().collect();
+                v.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
+                v.iter()
+                    .map(|(op, n)| format!("{sign}{n} {op}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            if !d.ops_added.is_empty() {
+                changes.push(format!("ops added: {}", ops(&d.ops_added, '+')));
+            }
+            if !d.ops_removed.is_empty() {
+                changes.push(format!("ops removed: {}", ops(&d.ops_removed, '−')));
+            }
+            if let Some(s) = &d.ops_source {
+                changes.push(format!("the differing ops come from {s}"));
+            }
+            if changes.is_empty() {
+                changes.push(d.summary.clone());
+            }
+            (d.cause.as_str().to_string(), d.summary.clone())
+        }
+        None => (
+            "first".to_string(),
+            if m.parameters.is_empty() {
+                String::new()
+            } else {
+                format!("args {}", m.parameters.join(", "))
+            },
+        ),
+    };
+    MemberView {
+        t_ms: m.t_ms,
+        compile_ms: m.compile_ms,
+        executable: m.executable.clone(),
+        cause,
+        against: m.against.map(|i| i + 1),
+        summary,
+        changes,
+        parameters: m.parameters.clone(),
+        source: m.source.as_ref().map(loc),
+        stack: m.stack.iter().map(|l| stack_frame(l)).collect(),
+    }
+}
+
+/// `"/a/b/c/file.py:33 func"` (the analyzers' stack line) → a short frame.
+fn stack_frame(line: &str) -> StackFrame {
+    let (place, function) = line.rsplit_once(' ').unwrap_or((line, ""));
+    let (file, lineno) = place.rsplit_once(':').unwrap_or((place, ""));
+    StackFrame {
+        text: format!("{}:{lineno} {function}", short_path(file))
+            .trim_end()
+            .to_string(),
+        user: !is_framework_file(file),
+    }
+}
+
+fn sync_row(s: tpuscope_analyzers::syncs::SyncLine) -> SyncRow {
+    let (line, place, user) = match (&s.source, &s.innermost) {
+        (Some(src), _) if src.function.is_empty() => (loc(src), loc(src), true),
+        (Some(src), _) => (format!("{} ({})", loc(src), src.function), loc(src), true),
+        (None, Some(i)) => (format!("(no user frame) {}", loc(i)), loc(i), false),
+        (None, None) => ("(no Python stack)".to_string(), "?".to_string(), false),
+    };
+    SyncRow {
+        line,
+        place,
+        user,
+        count: s.count,
+        bytes: s.bytes,
+        stall_ms: s.stall_ms,
+        per_step: s.per_step,
+        stall_ms_per_step: s.stall_ms_per_step,
+        what: s.what,
+        suggestion: s.suggestion,
+    }
+}
+
+/// The last [`EVENT_LINES`] lines of the log, like `tpuscope dump`, with runs of alike events
+/// (the executes of a loop) collapsed into one line. Walks from the end: bounded work.
+fn recent_events(trace: &Trace, names: &HashMap<u64, String>, start: u64) -> Vec<EventLine> {
+    // (line, detail of its single event).
+    let mut out: Vec<(EventLine, String)> = Vec::new();
+    for r in trace.events.iter().rev().take(EVENT_SCAN_LIMIT) {
+        let Some((kind, text, detail)) = event_text(trace, names, r) else {
+            continue;
+        };
+        // Messages from the trace may hold anything: keep what a cell can show.
+        let text = fmt::sanitize(&text);
+        if let Some((last, _)) = out.last_mut()
+            && last.kind == kind
+            && last.text == text
+        {
+            last.repeat += 1;
+            continue;
+        }
+        if out.len() == EVENT_LINES {
+            break;
+        }
+        let t_ms = r
+            .t_ns()
+            .map_or(0.0, |t| t.saturating_sub(start) as f64 / 1e6);
+        out.push((
+            EventLine {
+                t_ms,
+                kind,
+                text,
+                repeat: 1,
+            },
+            detail,
+        ));
+    }
+    out.into_iter()
+        .rev()
+        .map(|(mut l, detail)| {
+            // A line that stands for several events has no single duration to show.
+            if l.repeat == 1 {
+                l.text.push_str(&detail);
+            }
+            l
+        })
+        .collect()
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}ms", ns as f64 / 1e6)
+}
+
+/// ` at dir/file.py:33`: the user's frame, else the innermost one.
+fn at(trace: &Trace, stack: u32) -> String {
+    if stack == 0 {
+        return String::new();
+    }
+    if let Some(s) = user_frame(trace, stack) {
+        return format!(" at {s}");
+    }
+    trace
+        .stacks
+        .get(&stack)
+        .and_then(|s| s.frames.first())
+        .map(|f| format!(" at {}:{}", short_path(trace.string(f.file)), f.line))
+        .unwrap_or_default()
+}
+
+/// (kind, text that identifies alike events, detail of this one event).
+fn event_text(
+    trace: &Trace,
+    names: &HashMap<u64, String>,
+    r: &Record,
+) -> Option<(EventKind, String, String)> {
+    let name = |id: u64| names.get(&id).cloned().unwrap_or_else(|| format!("{id:x}"));
+    Some(match r {
+        Record::Client(c) => (
+            EventKind::Other,
+            format!(
+                "client {} {} ({} devices)",
+                c.platform_name,
+                c.platform_version,
+                c.devices.len()
+            ),
+            String::new(),
+        ),
+        Record::Compile(c) => {
+            let failed = c
+                .error
+                .as_ref()
+                .map(|e| format!(" FAILED: {}", fmt::truncate(&e.message, 120)))
+                .unwrap_or_default();
+            (
+                if failed.is_empty() {
+                    EventKind::Compile
+                } else {
+                    EventKind::Error
+                },
+                format!(
+                    "compile {} {} {}B in {}{failed}{}",
+                    c.executable_name,
+                    c.program_format,
+                    c.program_size,
+                    ms(c.dur_ns),
+                    at(trace, c.stack)
+                ),
+                String::new(),
+            )
+        }
+        Record::Load(l) => (
+            EventKind::Compile,
+            format!("load {} in {}", l.executable_name, ms(l.dur_ns)),
+            String::new(),
+        ),
+        Record::Execute(e) => (
+            if e.error.is_some() {
+                EventKind::Error
+            } else {
+                EventKind::Execute
+            },
+            format!(
+                "execute {} on {} device(s) [{}]{}",
+                name(e.executable_id),
+                e.num_devices,
+                trace.string(e.arg_signature),
+                e.error
+                    .as_ref()
+                    .map(|x| format!(" FAILED: {}", fmt::truncate(&x.message, 120)))
+                    .unwrap_or_default()
+            ),
+            format!(" dispatch {}", ms(e.dur_ns)),
+        ),
+        // A completion per device per execute: the execute line already says it ran.
+        Record::ExecuteComplete(_) | Record::Clock(_) => return None,
+        Record::ExecuteSummary(s) => (
+            EventKind::Execute,
+            format!(
+                "executes of {}: {} in {}",
+                name(s.executable_id),
+                s.count,
+                ms(s.total_dur_ns)
+            ),
+            String::new(),
+        ),
+        Record::Transfer(x) => {
+            let d2h = x.direction == Direction::D2h as i32;
+            (
+                if x.sync {
+                    EventKind::Sync
+                } else {
+                    EventKind::Transfer
+                },
+                format!(
+                    "transfer {} {} {}{:?} {}B{}{}",
+                    if d2h { "d2h" } else { "h2d" },
+                    x.api,
+                    x.dtype,
+                    x.dims,
+                    x.bytes,
+                    if x.sync { " SYNC" } else { "" },
+                    at(trace, x.stack)
+                ),
+                if x.sync {
+                    format!(" blocked {}", ms(x.blocked_ns))
+                } else {
+                    String::new()
+                },
+            )
+        }
+        Record::Sync(s) => (
+            EventKind::Sync,
+            format!("sync {}{}", s.reason, at(trace, s.stack)),
+            format!(" {}", ms(s.dur_ns)),
+        ),
+        Record::CacheStore(c) => (
+            EventKind::Cache,
+            format!("cache store {} {}B", c.executable_name, c.bytes),
+            String::new(),
+        ),
+        Record::CacheLoad(c) => (
+            if c.ok {
+                EventKind::Cache
+            } else {
+                EventKind::Error
+            },
+            format!(
+                "cache load {} {}B {}",
+                c.executable_name,
+                c.bytes,
+                if c.ok {
+                    "ok".to_string()
+                } else {
+                    format!(
+                        "FAILED: {}",
+                        c.error.as_ref().map(|e| e.message.as_str()).unwrap_or("")
+                    )
+                }
+            ),
+            String::new(),
+        ),
+        Record::Memory(m) => (
+            EventKind::Memory,
+            format!("memory device {}", m.device),
+            format!(" in use {}B", m.bytes_in_use),
+        ),
+        Record::Step(s) => (
+            EventKind::Step,
+            format!("step ({})", s.marker),
+            format!(" {}", s.number),
+        ),
+        Record::Error(e) => (
+            EventKind::Error,
+            format!(
+                "error {} code {}: {}",
+                e.api,
+                e.code,
+                fmt::truncate(e.message.lines().next().unwrap_or(""), 200)
+            ),
+            String::new(),
+        ),
+        Record::Note(n) => (
+            EventKind::Note,
+            format!("note [{}] {}", n.topic, fmt::truncate(&n.message, 200)),
+            String::new(),
+        ),
+        Record::Dropped(d) => (
+            EventKind::Error,
+            format!("dropped {} events ({} total)", d.count, d.total),
+            String::new(),
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_rate_uses_the_window() {
+        // 10 steps/s for 20 s: the last 5 s hold 50 steps.
+        let times: Vec<u64> = (1..=200).map(|i| i * 100_000_000).collect();
+        let r = step_rate(&times, 200 * 100_000_000, 0).unwrap_or(0.0);
+        assert!((r - 10.0).abs() < 1e-9, "{r}");
+        // A run younger than the window: counted since it started, bursts and all.
+        let burst: Vec<u64> = (0..5).map(|i| 500_000_000 + i * 1_000).collect();
+        let r = step_rate(&burst, 1_000_000_000, 0).unwrap_or(0.0);
+        assert!((r - 5.0).abs() < 1e-9, "{r}");
+        // A loop that stopped a while ago runs at 0 steps/s.
+        let r = step_rate(&times, 40 * 1_000_000_000, 0).unwrap_or(1.0);
+        assert_eq!(r, 0.0);
+        assert_eq!(step_rate(&[], 5, 0), None);
+    }
+
+    #[test]
+    fn stack_lines_split_into_short_frames() {
+        let f = stack_frame("/root/venv/lib/python3.11/site-packages/jax/_src/pjit.py:139 run");
+        assert_eq!(f.text, "_src/pjit.py:139 run");
+        assert!(!f.user);
+        let f = stack_frame("/work/main/tests/workloads/jax_lr.py:36 main");
+        assert_eq!(f.text, "workloads/jax_lr.py:36 main");
+        assert!(f.user);
+    }
+
+    #[test]
+    fn commands_are_shortened() {
+        let argv = vec![
+            "/root/.cache/envs/jax/bin/python".to_string(),
+            "/work/main/tests/workloads/jax_lr.py".to_string(),
+            "--lr".to_string(),
+        ];
+        assert_eq!(command(&argv), "python workloads/jax_lr.py --lr");
+    }
+}
