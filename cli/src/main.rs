@@ -1,8 +1,12 @@
 //! The `tpuscope` command line.
 
+mod attach;
 mod dump;
 mod env_cmd;
+mod live_stream;
+mod live_ui;
 mod locate;
+mod ps;
 mod report_cmd;
 mod run;
 mod summary;
@@ -34,10 +38,14 @@ enum Cmd {
         json: bool,
         trace: PathBuf,
     },
+    /// Live view of a running instrumented process (`--snapshot --json`: its state once).
+    Attach(attach::AttachArgs),
     /// Explain recompiles, host syncs, steps, cache and memory of traces; check CI budgets.
     Report(report_cmd::ReportArgs),
     /// Print the environment variables that enable the collector without `tpuscope run`.
     Env(env_cmd::EnvArgs),
+    /// List this user's instrumented processes (live sockets); stale sockets are removed.
+    Ps(ps::PsArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +62,8 @@ fn main() -> ExitCode {
         Cmd::Dump { json, trace } => dump::dump(trace, *json).map(|()| 0),
         Cmd::Env(args) => env_cmd::env(args).map(|()| 0),
         Cmd::Report(args) => report_cmd::report(args),
+        Cmd::Attach(args) => attach::attach(args),
+        Cmd::Ps(args) => ps::ps(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::sync::Arc;
@@ -231,12 +232,25 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     for (k, v) in &env {
         command.env(k, v);
     }
-    let status = wait_forwarding_signals(&mut command).with_context(|| {
-        format!(
-            "cannot start {}",
-            args.cmd.first().map(String::as_str).unwrap_or("")
-        )
-    })?;
+    let live = !args.no_tui && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    let mut log = None;
+    let status = if live {
+        let (status, log_path) = run_with_live_view(&mut command, &out.dir).with_context(|| {
+            format!(
+                "cannot start {}",
+                args.cmd.first().map(String::as_str).unwrap_or("")
+            )
+        })?;
+        log = Some(log_path);
+        status
+    } else {
+        wait_forwarding_signals(&mut command).with_context(|| {
+            format!(
+                "cannot start {}",
+                args.cmd.first().map(String::as_str).unwrap_or("")
+            )
+        })?
+    };
 
     let new: Vec<PathBuf> = list_traces(&out.dir)
         .difference(&out.before)
@@ -249,6 +263,20 @@ pub fn run(args: &RunArgs) -> Result<i32> {
             plugin.display()
         );
     }
+    if let Some(log) = log {
+        // Next to the trace, under its name, when there is exactly one.
+        let log = match new.as_slice() {
+            [one] => {
+                let named = one.with_extension("log");
+                match std::fs::rename(&log, &named) {
+                    Ok(()) => named,
+                    Err(_) => log,
+                }
+            }
+            _ => log,
+        };
+        eprintln!("tpuscope: workload output: {}", log.display());
+    }
     for path in &new {
         if args.quiet {
             eprintln!("tpuscope: trace: {}", path.display());
@@ -257,6 +285,69 @@ pub fn run(args: &RunArgs) -> Result<i32> {
         }
     }
     Ok(exit_code(status))
+}
+
+/// Runs the workload with its output in the live view (and in a log file in `dir`); returns its
+/// status and the log's path.
+fn run_with_live_view(command: &mut Command, dir: &Path) -> Result<(ExitStatus, PathBuf)> {
+    use std::io::{BufRead, BufReader, Write as _};
+    use std::process::Stdio;
+    use std::sync::Mutex;
+    use std::sync::mpsc;
+
+    // The view owns the terminal: the workload reads nothing from it and writes into pipes
+    // (unbuffered, so its lines show as they are printed).
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("PYTHONUNBUFFERED", "1");
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, Arc::clone(&term))
+            .context("cannot install signal handlers")?;
+    }
+    let mut child = command.spawn()?;
+    let log_path = dir.join(format!("tpuscope-run-{}.log", child.id()));
+    let log = Arc::new(Mutex::new(
+        std::fs::File::create(&log_path)
+            .with_context(|| format!("cannot create {}", log_path.display()))?,
+    ));
+    let (tx, rx) = mpsc::channel();
+    let pipes: Vec<Box<dyn std::io::Read + Send>> = [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for pipe in pipes {
+        let (tx, log) = (tx.clone(), Arc::clone(&log));
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(mut f) = log.lock() {
+                    let _ = writeln!(f, "{line}");
+                }
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let status = crate::live_ui::run_workload(crate::live_ui::Workload {
+        child,
+        output: rx,
+        terminate: term,
+    })?;
+    Ok((status, log_path))
 }
 
 /// The workload's exit code; a signal death maps to 128 + signal like a shell does.

@@ -1,0 +1,72 @@
+//! `tpuscope attach <pid>`: the live view of a running instrumented process, or (with
+//! `--snapshot --json`) its current state once, in the shape of `report --format json`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use tpuscope_analyzers::report::{self, Input};
+
+use crate::live_stream;
+
+#[derive(Debug, clap::Args)]
+pub struct AttachArgs {
+    /// The process id (see `tpuscope ps`).
+    pub pid: u32,
+    /// Print the current state once and exit instead of opening the live view.
+    #[arg(long)]
+    pub snapshot: bool,
+    /// With --snapshot: JSON, the shape of `tpuscope report --format json` plus `pid`.
+    #[arg(long, requires = "snapshot")]
+    pub json: bool,
+}
+
+pub fn attach(args: &AttachArgs) -> Result<i32> {
+    let (stream, path) = live_stream::connect(args.pid)?;
+    if args.snapshot {
+        return snapshot(args, stream, &path);
+    }
+    crate::live_ui::attach(args.pid, stream)
+}
+
+fn snapshot(
+    args: &AttachArgs,
+    stream: std::os::unix::net::UnixStream,
+    path: &std::path::Path,
+) -> Result<i32> {
+    let trace = live_stream::snapshot(stream, Duration::from_millis(300), Duration::from_secs(10))
+        .with_context(|| format!("reading {}", path.display()))?;
+    let rep = report::analyze(&[Input {
+        path: format!("pid {} (live)", args.pid),
+        trace: &trace,
+    }]);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut v = serde_json::to_value(&rep).context("serializing the state")?;
+        let Some(obj) = v.as_object_mut() else {
+            bail!("the report did not serialize to an object");
+        };
+        obj.insert("pid".into(), args.pid.into());
+        let text = serde_json::to_string_pretty(&v).context("serializing the state")?;
+        writeln!(out, "{text}").context("writing to stdout")?;
+    } else {
+        writeln!(
+            out,
+            "pid {}: {} compiles, {} recompiles, {} findings",
+            args.pid,
+            rep.compiles.total,
+            rep.compiles.recompiles,
+            rep.findings.len()
+        )
+        .context("writing to stdout")?;
+        for f in &rep.findings {
+            writeln!(
+                out,
+                "  [{}] {}\n      fix: {}",
+                f.kind, f.title, f.suggestion
+            )
+            .context("writing to stdout")?;
+        }
+    }
+    Ok(0)
+}
