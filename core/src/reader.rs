@@ -577,6 +577,11 @@ impl TraceBuilder {
         Some(t)
     }
 
+    /// Takes the trace out as it stands: a stream still running, not a cut one.
+    pub fn into_trace(self) -> Option<Trace> {
+        self.trace
+    }
+
     /// Bytes received so far.
     pub fn bytes_received(&self) -> u64 {
         self.base + self.pending.len() as u64
