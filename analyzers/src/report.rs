@@ -110,6 +110,8 @@ pub struct FamilyReport {
 /// One compile of a family.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MemberReport {
+    /// Index of the compile record in its trace's `events` (the trace of the family's `run`).
+    pub event: usize,
     pub t_ms: f64,
     pub compile_ms: f64,
     pub executable: String,
@@ -531,6 +533,7 @@ fn report_families(
             .map(|m| {
                 let c = &compiles[m.compile];
                 MemberReport {
+                    event: c.event,
                     t_ms: ms(c.t_ns.saturating_sub(t0)),
                     compile_ms: ms(c.dur_ns),
                     executable: c.name.clone(),
