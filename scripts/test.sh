@@ -10,6 +10,9 @@ step() { printf '\n=== %s (+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 step "Python test environments"
 scripts/setup-envs.sh
 
+step "system tools (tmux, Xvfb + Mesa)"
+scripts/setup-system.sh
+
 step "format and lint"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
