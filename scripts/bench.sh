@@ -33,6 +33,11 @@ if [ "$analyze" = 1 ]; then
   { echo "machine: $(nproc) cores, $(uptime)"; cargo bench -p tpuscope-tui --bench frame; } \
     | tee target/bench/tui.txt
 fi
+if [ "$analyze" = 1 ]; then
+  echo "== gui: first frame and CPU per frame while panning a 1 M-event trace" >&2
+  { echo "machine: $(nproc) cores, $(uptime)"; cargo bench -p tpuscope-gui --bench frame; } \
+    | tee target/bench/gui.txt
+fi
 if [ "$analyze_only" = 1 ]; then exit 0; fi
 python="$(scripts/env-path.sh jax)" || { echo "bench: run scripts/setup-envs.sh jax first" >&2; exit 1; }
 plugin="${TPUSCOPE_TEST_CPU_PLUGIN:-$("$python" -c 'import lammps_jax_pjrt_cpu as m, os; print(os.path.join(os.path.dirname(m.__file__), "pjrt_c_api_cpu_plugin.so"))')}"

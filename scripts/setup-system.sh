@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# System tools the end-to-end tests drive: tmux (a real terminal for the live view) and Xvfb with
-# Mesa (a display for the GUI's screenshots). Installs them with apt when missing and possible;
+# System tools the end-to-end tests drive: tmux (a real terminal for the live view), Xvfb with
+# Mesa and a font (a display for the GUI's screenshots). Installs them with apt when missing and possible;
 # otherwise stops with the command to run.
 set -euo pipefail
 
 need=()
 command -v tmux >/dev/null || need+=(tmux)
 command -v xvfb-run >/dev/null || need+=(xvfb xauth)
+# The GUI draws →, ≠, ≥ with a system font (egui's own lacks them).
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 [ -e /usr/lib/x86_64-linux-gnu/dri/swrast_dri.so ] || [ -e /usr/lib/x86_64-linux-gnu/dri/llvmpipe_dri.so ] \
   || [ -d /usr/lib/x86_64-linux-gnu/dri ] || need+=(libgl1-mesa-dri)
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -8,7 +8,9 @@
 pub mod cache;
 pub mod diff;
 pub mod families;
+pub mod flame;
 pub mod hbm;
+pub mod hlo_text;
 pub mod program;
 pub mod report;
 pub mod source;
