@@ -10,6 +10,7 @@ mod ps;
 mod report_cmd;
 mod run;
 mod summary;
+mod view_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,8 @@ enum Cmd {
     Env(env_cmd::EnvArgs),
     /// List this user's instrumented processes (live sockets); stale sockets are removed.
     Ps(ps::PsArgs),
+    /// Open traces in the GUI: timeline, recompile explorer with HLO diffs, syncs, HBM, flamegraph.
+    View(view_cmd::ViewArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Cmd::Report(args) => report_cmd::report(args),
         Cmd::Attach(args) => attach::attach(args),
         Cmd::Ps(args) => ps::ps(args),
+        Cmd::View(args) => view_cmd::view(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -1,0 +1,130 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `tpuscope view --screenshot` under Xvfb (software OpenGL through Mesa): every view of the
+//! bundled sample renders at the asked size with real content, and bad input is reported in the
+//! window and on stderr without a crash.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use tpuscope_gui::PngStats;
+
+fn have_xvfb() -> bool {
+    Command::new("sh")
+        .args(["-c", "command -v xvfb-run"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn view(args: &[&str], png: &Path) -> Output {
+    Command::new("xvfb-run")
+        .args(["-a", "-s", "-screen 0 1600x1000x24"])
+        .arg(env!("CARGO_BIN_EXE_tpuscope"))
+        .arg("view")
+        .args(args)
+        .arg("--screenshot")
+        .arg(png)
+        .env("LIBGL_ALWAYS_SOFTWARE", "1")
+        .output()
+        .expect("xvfb-run")
+}
+
+/// Colours the views draw (see gui/src/timeline.rs and recompiles.rs).
+const COMPILE_ORANGE: [u8; 3] = [232, 145, 40];
+const TOKEN_HIGHLIGHT: [u8; 3] = [150, 110, 0];
+
+#[test]
+fn every_view_of_the_sample_renders() {
+    if !have_xvfb() {
+        eprintln!("skipped: xvfb-run is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen: Vec<(String, usize, f64)> = Vec::new();
+    for tab in ["summary", "timeline", "recompiles", "syncs", "hbm", "flame"] {
+        let png = dir.path().join(format!("{tab}.png"));
+        let out = view(&["--tab", tab], &png);
+        assert!(
+            out.status.success(),
+            "{tab}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = PngStats::read(&png).unwrap();
+        assert_eq!((s.width, s.height), (1400, 900), "{tab}");
+        // Text and shapes, not one flat colour.
+        assert!(
+            s.distinct_colours > 40,
+            "{tab}: {} colours",
+            s.distinct_colours
+        );
+        assert!(
+            s.dominant_share < 0.97,
+            "{tab}: {:.3} one colour",
+            s.dominant_share
+        );
+        match tab {
+            // The recompiles of the train step are orange compile spans.
+            "timeline" => assert!(s.count_near(COMPILE_ORANGE, 6) > 2000, "{tab}"),
+            // The changed learning-rate constant is highlighted in the HLO diff.
+            "recompiles" => assert!(s.count_near(TOKEN_HIGHLIGHT, 6) > 20, "{tab}"),
+            _ => {}
+        }
+        seen.push((tab.to_string(), s.distinct_colours, s.dominant_share));
+    }
+    // Six different pictures.
+    for (i, a) in seen.iter().enumerate() {
+        for b in &seen[i + 1..] {
+            assert!(
+                a.1 != b.1 || a.2 != b.2,
+                "{} and {} look the same",
+                a.0,
+                b.0
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_shown_and_reported_once() {
+    if !have_xvfb() {
+        eprintln!("skipped: xvfb-run is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("notes.txt");
+    std::fs::write(&bad, "not a trace\n").unwrap();
+    let png = dir.path().join("bad.png");
+    let out = view(&[bad.to_str().unwrap()], &png);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("tpuscope: error:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("not a tpuscope trace"), "{stderr}");
+    let s = PngStats::read(&png).unwrap();
+    // The error screen: red text on the window.
+    assert!(s.count_near([255, 90, 80], 40) > 30);
+}
+
+#[test]
+fn an_unknown_tab_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tpuscope"))
+        .args([
+            "view",
+            "--tab",
+            "nope",
+            "--screenshot",
+            "/nonexistent/x.png",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("unknown tab") && e.contains("timeline"), "{e}");
+}

@@ -1,0 +1,213 @@
+//! The traces the window shows: read once, or followed while a workload still writes them.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tpuscope_core::{Completeness, ReadError, Trace, TraceBuilder, read_trace};
+
+/// The sample opened when no trace is given: a real JAX run that recompiles its train step.
+pub const SAMPLE: &[u8] = include_bytes!("../../sample_traces/real/jax_lr.tps");
+pub const SAMPLE_LABEL: &str = "jax_lr.tps (bundled sample)";
+
+/// A trace file that may still grow: the bytes after `offset` are pushed into a builder.
+#[derive(Debug)]
+pub struct Follower {
+    pub path: PathBuf,
+    /// Bytes of the file consumed so far.
+    pub offset: u64,
+    builder: TraceBuilder,
+}
+
+impl Follower {
+    /// Starts from the bytes already read from `path`.
+    pub fn new(path: &Path, bytes: &[u8]) -> Result<Follower, ReadError> {
+        let mut builder = TraceBuilder::new();
+        builder.push(bytes)?;
+        Ok(Follower {
+            path: path.to_path_buf(),
+            offset: bytes.len() as u64,
+            builder,
+        })
+    }
+
+    pub fn trace(&self) -> Option<&Trace> {
+        self.builder.trace()
+    }
+
+    /// Reads what was appended since the last call; returns how many records it held.
+    pub fn poll(&mut self) -> Result<usize, String> {
+        let mut f = File::open(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let len = f
+            .metadata()
+            .map_err(|e| format!("{}: {e}", self.path.display()))?
+            .len();
+        if len < self.offset {
+            // Replaced or truncated under us: what was read no longer describes the file.
+            return Err(format!(
+                "{}: the file shrank from {} to {len} bytes; reopen it to read the new one",
+                self.path.display(),
+                self.offset
+            ));
+        }
+        if len == self.offset {
+            return Ok(0);
+        }
+        f.seek(SeekFrom::Start(self.offset))
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let mut buf = Vec::with_capacity((len - self.offset) as usize);
+        f.read_to_end(&mut buf)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.offset += buf.len() as u64;
+        self.builder.push(&buf).map_err(|e| e.to_string())
+    }
+}
+
+/// How a source holds its trace.
+#[derive(Debug)]
+pub enum Held {
+    Static(Arc<Trace>),
+    Live(Box<Follower>),
+}
+
+/// One trace given to the viewer.
+#[derive(Debug)]
+pub struct Source {
+    /// What the window and the report call it (the path as given).
+    pub label: String,
+    pub path: Option<PathBuf>,
+    pub held: Option<Held>,
+    /// Why it could not be read (then `held` is `None`), or why following it stopped.
+    pub error: Option<String>,
+}
+
+impl Source {
+    pub fn trace(&self) -> Option<&Trace> {
+        match self.held.as_ref()? {
+            Held::Static(t) => Some(t),
+            Held::Live(f) => f.trace(),
+        }
+    }
+
+    /// A trace the analysis thread can own: shared when it cannot change, copied when it grows.
+    pub fn snapshot(&self) -> Option<Arc<Trace>> {
+        match self.held.as_ref()? {
+            Held::Static(t) => Some(Arc::clone(t)),
+            Held::Live(f) => f.trace().map(|t| Arc::new(t.clone())),
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        matches!(self.held, Some(Held::Live(_)))
+    }
+
+    /// The bundled sample.
+    pub fn sample() -> Source {
+        Source::from_bytes(SAMPLE_LABEL, SAMPLE)
+    }
+
+    /// A trace held in memory (never followed).
+    pub fn from_bytes(label: &str, bytes: &[u8]) -> Source {
+        match read_trace(bytes) {
+            Ok(t) => Source {
+                label: label.to_string(),
+                path: None,
+                held: Some(Held::Static(Arc::new(t))),
+                error: None,
+            },
+            Err(e) => Source::failed(label, None, e.to_string()),
+        }
+    }
+
+    /// Opens a trace file. It is followed when `follow` is set, or when it has no end record
+    /// (its writer may still be running).
+    pub fn open(path: &Path, follow: bool) -> Source {
+        let label = path.display().to_string();
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                return Source::failed(&label, Some(path), format!("{label}: cannot read: {e}"));
+            }
+        };
+        let trace = match read_trace(&bytes) {
+            Ok(t) => t,
+            Err(e) => return Source::failed(&label, Some(path), format!("{label}: {e}")),
+        };
+        let growing = matches!(trace.completeness, Completeness::NoEndRecord { .. });
+        if follow || growing {
+            drop(trace);
+            match Follower::new(path, &bytes) {
+                Ok(f) => Source {
+                    label,
+                    path: Some(path.to_path_buf()),
+                    held: Some(Held::Live(Box::new(f))),
+                    error: None,
+                },
+                Err(e) => Source::failed(&label, Some(path), format!("{label}: {e}")),
+            }
+        } else {
+            Source {
+                label,
+                path: Some(path.to_path_buf()),
+                held: Some(Held::Static(Arc::new(trace))),
+                error: None,
+            }
+        }
+    }
+
+    fn failed(label: &str, path: Option<&Path>, error: String) -> Source {
+        Source {
+            label: label.to_string(),
+            path: path.map(Path::to_path_buf),
+            held: None,
+            error: Some(error),
+        }
+    }
+
+    /// Reads what a followed file gained; returns the records absorbed.
+    pub fn poll(&mut self) -> usize {
+        let Some(Held::Live(f)) = self.held.as_mut() else {
+            return 0;
+        };
+        match f.poll() {
+            Ok(n) => {
+                // The writer closed the trace: nothing more will come.
+                if f.trace().is_some_and(|t| t.end.is_some())
+                    && let Some(Held::Live(f)) = self.held.take()
+                {
+                    self.held = f.builder.into_trace().map(|t| Held::Static(Arc::new(t)));
+                }
+                n
+            }
+            Err(e) => {
+                // Keep what was read; stop following.
+                if let Some(Held::Live(f)) = self.held.take() {
+                    self.held = f.builder.into_trace().map(|t| Held::Static(Arc::new(t)));
+                }
+                self.error = Some(e);
+                0
+            }
+        }
+    }
+}
+
+/// Opens every path (the sample when there are none); labels are made unique so that the
+/// report's runs can be matched back to their sources by label.
+pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
+    if paths.is_empty() {
+        return vec![Source::sample()];
+    }
+    let mut out: Vec<Source> = Vec::new();
+    for p in paths {
+        let mut s = Source::open(p, follow);
+        let base = s.label.clone();
+        let mut n = 2;
+        while out.iter().any(|o| o.label == s.label) {
+            s.label = format!("{base} ({n})");
+            n += 1;
+        }
+        out.push(s);
+    }
+    out
+}

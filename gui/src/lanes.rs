@@ -1,0 +1,624 @@
+//! Timeline data: the spans of each lane (a host thread or a device), sorted, with a summary
+//! pyramid so that a frame draws at most about one bar per pixel column whatever the zoom.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tpuscope_core::Trace;
+use tpuscope_core::event::{Direction, Record};
+
+/// What a span stands for (its colour).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Compile,
+    Execute,
+    /// Device work of an execute (dispatch to completion on that device).
+    Device,
+    H2d,
+    D2h,
+    Sync,
+    Cache,
+    Error,
+    Note,
+    Other,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 10] = [
+        Kind::Compile,
+        Kind::Execute,
+        Kind::Device,
+        Kind::H2d,
+        Kind::D2h,
+        Kind::Sync,
+        Kind::Cache,
+        Kind::Error,
+        Kind::Note,
+        Kind::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Compile => "compile",
+            Kind::Execute => "execute",
+            Kind::Device => "device work",
+            Kind::H2d => "host→device",
+            Kind::D2h => "device→host",
+            Kind::Sync => "sync",
+            Kind::Cache => "cache",
+            Kind::Error => "error",
+            Kind::Note => "note",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// Spans per block of the first summary level, and the factor between levels.
+const FANOUT: usize = 16;
+
+/// What a range of spans amounts to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub max_end: u64,
+    pub max_dur: u64,
+    /// Index of the longest span.
+    pub longest: u32,
+}
+
+impl Summary {
+    const EMPTY: Summary = Summary {
+        max_end: 0,
+        max_dur: 0,
+        longest: u32::MAX,
+    };
+
+    fn add(self, o: Summary) -> Summary {
+        Summary {
+            max_end: self.max_end.max(o.max_end),
+            max_dur: self.max_dur.max(o.max_dur),
+            longest: if self.longest == u32::MAX || o.max_dur > self.max_dur {
+                o.longest
+            } else {
+                self.longest
+            },
+        }
+    }
+}
+
+/// The spans of one lane, sorted by start.
+#[derive(Clone, Debug, Default)]
+pub struct Spans {
+    pub start: Vec<u64>,
+    pub end: Vec<u64>,
+    pub kind: Vec<Kind>,
+    /// Index of the record in its trace's `events`.
+    pub event: Vec<u32>,
+    /// Running maximum of `end`: the first span that can reach a time is found by bisection.
+    prefix_max_end: Vec<u64>,
+    /// `levels[k][b]` summarises spans `[b·16^(k+1), (b+1)·16^(k+1))`.
+    levels: Vec<Vec<Summary>>,
+}
+
+/// One drawn bar: a span, or spans narrower than a pixel merged.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bar {
+    /// Pixels from the left of the lane (may lie outside `0..width` for clipped spans).
+    pub x0: f32,
+    pub x1: f32,
+    /// The colour: the kind of the longest span in it.
+    pub kind: Kind,
+    /// The span it stands for (its longest one when merged).
+    pub span: u32,
+    pub count: u32,
+}
+
+impl Spans {
+    fn from_unsorted(mut items: Vec<(u64, u64, Kind, u32)>) -> Spans {
+        items.sort_by_key(|s| (s.0, s.1));
+        let n = items.len();
+        let mut s = Spans {
+            start: Vec::with_capacity(n),
+            end: Vec::with_capacity(n),
+            kind: Vec::with_capacity(n),
+            event: Vec::with_capacity(n),
+            prefix_max_end: Vec::with_capacity(n),
+            levels: Vec::new(),
+        };
+        let mut running = 0;
+        for (a, b, k, e) in items {
+            let b = b.max(a);
+            running = running.max(b);
+            s.start.push(a);
+            s.end.push(b);
+            s.kind.push(k);
+            s.event.push(e);
+            s.prefix_max_end.push(running);
+        }
+        let mut below: Vec<Summary> = (0..n).map(|i| s.single(i)).collect();
+        while below.len() > 1 {
+            let level: Vec<Summary> = below
+                .chunks(FANOUT)
+                .map(|c| c.iter().fold(Summary::EMPTY, |a, &b| a.add(b)))
+                .collect();
+            below = level.clone();
+            s.levels.push(level);
+        }
+        s
+    }
+
+    pub fn len(&self) -> usize {
+        self.start.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start.is_empty()
+    }
+
+    fn single(&self, i: usize) -> Summary {
+        Summary {
+            max_end: self.end[i],
+            max_dur: self.end[i] - self.start[i],
+            longest: i as u32,
+        }
+    }
+
+    /// Summary of spans `i..j`, from the largest aligned blocks that fit.
+    pub fn summary(&self, i: usize, j: usize) -> Summary {
+        let mut acc = Summary::EMPTY;
+        let mut p = i;
+        while p < j {
+            let mut k = 0;
+            let mut size = 1;
+            while k < self.levels.len() && p.is_multiple_of(size * FANOUT) && p + size * FANOUT <= j
+            {
+                k += 1;
+                size *= FANOUT;
+            }
+            let s = if k == 0 {
+                self.single(p)
+            } else {
+                self.levels[k - 1][p / size]
+            };
+            acc = acc.add(s);
+            p += size;
+        }
+        acc
+    }
+
+    /// Calls `f` for every span in `i..j` ending at or after `t`, descending only into blocks
+    /// that hold one (spans that started before the view and reach into it).
+    fn each_reaching(&self, i: usize, j: usize, t: u64, f: &mut impl FnMut(usize)) {
+        let mut p = i;
+        while p < j {
+            let mut k = 0;
+            let mut size = 1;
+            while k < self.levels.len() && p.is_multiple_of(size * FANOUT) && p + size * FANOUT <= j
+            {
+                k += 1;
+                size *= FANOUT;
+            }
+            self.descend(k, p / size, t, f);
+            p += size;
+        }
+    }
+
+    /// `f` for the spans of block `b` of level `k` (level 0: span `b`) that reach `t`.
+    fn descend(&self, k: usize, b: usize, t: u64, f: &mut impl FnMut(usize)) {
+        if k == 0 {
+            if self.end.get(b).is_some_and(|&e| e >= t) {
+                f(b);
+            }
+            return;
+        }
+        if self.levels[k - 1].get(b).is_none_or(|s| s.max_end < t) {
+            return;
+        }
+        for c in b * FANOUT..(b + 1) * FANOUT {
+            self.descend(k - 1, c, t, f);
+        }
+    }
+
+    /// The bars to draw for the view `[v0, v1)` (ns) over `width` pixels, appended to `out`:
+    /// spans at least a pixel wide one by one, narrower ones merged per pixel column (and with
+    /// touching neighbours of the same kind), so the work is bounded by the pixels, not the
+    /// spans. A merged bar has the colour of its longest span.
+    pub fn bars(&self, v0: f64, v1: f64, width: f32, out: &mut Vec<Bar>) {
+        let n = self.len();
+        if n == 0 || width <= 0.0 || v1 <= v0 {
+            return;
+        }
+        let ns_per_px = (v1 - v0) / f64::from(width);
+        let px = |t: u64| ((t as f64 - v0) / ns_per_px) as f32;
+        let lo = v0.max(0.0).floor() as u64;
+        let hi = v1.max(0.0).ceil() as u64;
+        let first = self.prefix_max_end.partition_point(|&e| e < lo);
+        let last = self.start.partition_point(|&s| s <= hi);
+        let mut acc: Option<Bar> = None;
+        let push = |out: &mut Vec<Bar>, acc: &mut Option<Bar>, b: Bar, wide: bool| {
+            if wide {
+                out.extend(acc.take());
+                out.push(b);
+                return;
+            }
+            match acc {
+                // Touching merged bars become one only when they show the same kind: a long run
+                // of executes stays one bar, a compile among them keeps its own colour.
+                // Anything within one pixel is one bar whatever its kinds.
+                Some(a)
+                    if b.x0 <= a.x1 + 1.0
+                        && (b.kind == a.kind || b.x1 <= a.x1 || b.x1 - a.x0 < 1.0) =>
+                {
+                    a.x1 = a.x1.max(b.x1);
+                    let longer = self.end[b.span as usize] - self.start[b.span as usize]
+                        > self.end[a.span as usize] - self.start[a.span as usize];
+                    if longer {
+                        a.span = b.span;
+                        a.kind = b.kind;
+                    }
+                    a.count += b.count;
+                }
+                _ => {
+                    out.extend(acc.take());
+                    *acc = Some(b);
+                }
+            }
+        };
+        let bar = |i: usize, count: u32, end: u64| Bar {
+            x0: px(self.start[i]),
+            x1: px(end),
+            kind: self.kind[i],
+            span: i as u32,
+            count,
+        };
+        // Spans that started before the view but reach into it.
+        let before = self.start[first..last].partition_point(|&s| s < lo) + first;
+        let mut reaching = Vec::new();
+        self.each_reaching(first, before, lo, &mut |i| reaching.push(i));
+        for i in reaching {
+            let wide = (self.end[i] - self.start[i]) as f64 >= ns_per_px;
+            push(out, &mut acc, bar(i, 1, self.end[i]), wide);
+        }
+        let mut i = before;
+        while i < last {
+            let dur = self.end[i] - self.start[i];
+            if dur as f64 >= ns_per_px {
+                push(out, &mut acc, bar(i, 1, self.end[i]), true);
+                i += 1;
+                continue;
+            }
+            // Every span starting in this pixel column.
+            let col = ((self.start[i] as f64 - v0) / ns_per_px).floor();
+            let col_end = v0 + (col + 1.0) * ns_per_px;
+            let j = (i + self.start[i..last].partition_point(|&s| (s as f64) < col_end)).max(i + 1);
+            let s = self.summary(i, j);
+            if s.max_dur as f64 >= ns_per_px {
+                // A wide span starts in this column too: take this one alone and go on.
+                push(out, &mut acc, bar(i, 1, self.end[i]), false);
+                i += 1;
+                continue;
+            }
+            let longest = s.longest as usize;
+            let b = Bar {
+                x0: px(self.start[i]),
+                x1: px(s.max_end),
+                kind: self.kind[longest],
+                span: s.longest,
+                count: (j - i) as u32,
+            };
+            push(out, &mut acc, b, false);
+            i = j;
+        }
+        out.extend(acc);
+    }
+
+    /// Spans of this lane whose record is `event` (usually one).
+    pub fn find_event(&self, event: u32) -> Option<usize> {
+        self.event.iter().position(|&e| e == event)
+    }
+}
+
+/// A row of the timeline.
+#[derive(Clone, Debug)]
+pub struct Lane {
+    pub source: usize,
+    pub label: String,
+    pub device: bool,
+    pub spans: Spans,
+}
+
+/// Everything the timeline draws.
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    pub lanes: Vec<Lane>,
+    /// Latest end over all lanes (ns since each source's start).
+    pub total_ns: u64,
+    /// Earliest start over all lanes (the process may start long before its first PJRT call).
+    pub first_ns: u64,
+    /// Start of each source (monotonic ns): times are drawn relative to it.
+    pub t0: Vec<u64>,
+    /// Step boundaries: (source, ns since its start, step number).
+    pub steps: Vec<(usize, u64, u64)>,
+    pub spans: usize,
+}
+
+/// The start a trace's times are drawn from: its manifest's, unless events came earlier.
+pub fn origin(trace: &Trace) -> u64 {
+    let first = trace
+        .events
+        .iter()
+        .filter_map(Record::t_ns)
+        .filter(|&t| t > 0)
+        .min();
+    match (trace.manifest.as_ref().map(|m| m.start_mono_ns), first) {
+        (Some(m), Some(f)) if m > 0 => m.min(f),
+        (_, Some(f)) => f,
+        (Some(m), None) => m,
+        (None, None) => 0,
+    }
+}
+
+impl Timeline {
+    /// Lanes of every source, in source order: its threads (by thread id), then its devices.
+    pub fn build(traces: &[(usize, &Trace)]) -> Timeline {
+        let mut tl = Timeline::default();
+        let sources = traces.iter().map(|(s, _)| *s + 1).max().unwrap_or(0);
+        tl.t0 = vec![0; sources];
+        let multi = traces.len() > 1;
+        for &(source, trace) in traces {
+            let t0 = origin(trace);
+            tl.t0[source] = t0;
+            let rel = |t: u64| t.saturating_sub(t0);
+            let mut threads: BTreeMap<u32, Vec<(u64, u64, Kind, u32)>> = BTreeMap::new();
+            let mut devices: BTreeMap<i64, Vec<(u64, u64, Kind, u32)>> = BTreeMap::new();
+            // Execute seq → (dispatch time, event); device → its last completion.
+            let mut launched: HashMap<u64, (u64, u32)> = HashMap::new();
+            let mut busy_until: HashMap<u32, u64> = HashMap::new();
+            let step_marker = preferred_marker(trace);
+            let mut step_no = 0;
+            for (idx, r) in trace.events.iter().enumerate() {
+                let e = idx as u32;
+                let mut on = |thread: u32, t: u64, dur: u64, k: Kind| {
+                    threads
+                        .entry(thread)
+                        .or_default()
+                        .push((rel(t), rel(t) + dur, k, e));
+                };
+                match r {
+                    Record::Compile(c) => {
+                        let k = if c.error.is_some() {
+                            Kind::Error
+                        } else {
+                            Kind::Compile
+                        };
+                        on(c.thread, c.t_ns, c.dur_ns, k);
+                    }
+                    Record::Load(l) => on(l.thread, l.t_ns, l.dur_ns, Kind::Compile),
+                    Record::Execute(x) => {
+                        let k = if x.error.is_some() {
+                            Kind::Error
+                        } else {
+                            Kind::Execute
+                        };
+                        on(x.thread, x.t_ns, x.dur_ns, k);
+                        launched.insert(x.seq, (x.t_ns, e));
+                    }
+                    Record::ExecuteComplete(c) => {
+                        if let Some(&(t, _)) = launched.get(&c.seq) {
+                            let from = busy_until.get(&c.device_index).copied().unwrap_or(0);
+                            let start = t.max(from).min(c.t_ns);
+                            busy_until.insert(c.device_index, c.t_ns);
+                            let k = if c.error.is_some() {
+                                Kind::Error
+                            } else {
+                                Kind::Device
+                            };
+                            devices.entry(i64::from(c.device_index)).or_default().push((
+                                rel(start),
+                                rel(c.t_ns),
+                                k,
+                                e,
+                            ));
+                        }
+                    }
+                    Record::ExecuteSummary(s) => devices.entry(-1).or_default().push((
+                        rel(s.t_start_ns),
+                        rel(s.t_end_ns),
+                        Kind::Execute,
+                        e,
+                    )),
+                    Record::Transfer(x) => {
+                        let k = if x.error.is_some() {
+                            Kind::Error
+                        } else if x.direction == Direction::D2h as i32 {
+                            Kind::D2h
+                        } else {
+                            Kind::H2d
+                        };
+                        on(x.thread, x.t_ns, x.dur_ns, k);
+                        if x.device >= 0 {
+                            devices.entry(i64::from(x.device)).or_default().push((
+                                rel(x.t_ns),
+                                rel(x.t_ns) + x.dur_ns,
+                                k,
+                                e,
+                            ));
+                        }
+                    }
+                    Record::Sync(s) => on(s.thread, s.t_ns, s.dur_ns, Kind::Sync),
+                    Record::CacheStore(c) => on(c.thread, c.t_ns, c.dur_ns, Kind::Cache),
+                    Record::CacheLoad(c) => {
+                        let k = if c.ok { Kind::Cache } else { Kind::Error };
+                        on(c.thread, c.t_ns, c.dur_ns, k);
+                    }
+                    Record::Error(x) => on(x.thread, x.t_ns, 0, Kind::Error),
+                    Record::Note(n) if n.t_ns > 0 => on(n.thread, n.t_ns, 0, Kind::Note),
+                    Record::Client(c) => on(c.thread, c.t_ns, c.dur_ns, Kind::Other),
+                    Record::Step(s) if step_marker.as_deref() == Some(s.marker.as_str()) => {
+                        step_no += 1;
+                        tl.steps.push((source, rel(s.t_ns), step_no));
+                    }
+                    _ => {}
+                }
+            }
+            if step_marker.is_none() {
+                // No markers: the analyzers' steps (runs of the dominant executable).
+                let (_, bounds) = tpuscope_analyzers::steps::boundaries(trace);
+                for (i, (start, _)) in bounds.iter().enumerate() {
+                    tl.steps.push((source, rel(*start), i as u64 + 1));
+                }
+            }
+            let prefix = if multi {
+                format!("{} · ", short_label(&source_label(trace, source)))
+            } else {
+                String::new()
+            };
+            for (thread, items) in threads {
+                tl.push(Lane {
+                    source,
+                    label: format!("{prefix}thread {thread}"),
+                    device: false,
+                    spans: Spans::from_unsorted(items),
+                });
+            }
+            for (device, items) in devices {
+                let label = if device < 0 {
+                    format!("{prefix}summarized executes")
+                } else {
+                    format!("{prefix}device {device}")
+                };
+                tl.push(Lane {
+                    source,
+                    label,
+                    device: true,
+                    spans: Spans::from_unsorted(items),
+                });
+            }
+        }
+        tl
+    }
+
+    fn push(&mut self, lane: Lane) {
+        if let Some(&m) = lane.spans.prefix_max_end.last() {
+            self.total_ns = self.total_ns.max(m);
+        }
+        if let Some(&s) = lane.spans.start.first() {
+            self.first_ns = if self.lanes.is_empty() {
+                s
+            } else {
+                self.first_ns.min(s)
+            };
+        }
+        self.spans += lane.spans.len();
+        self.lanes.push(lane);
+    }
+
+    /// The lane and span showing record `event` of `source`.
+    pub fn locate(&self, source: usize, event: usize) -> Option<(usize, usize)> {
+        let e = u32::try_from(event).ok()?;
+        // Host lanes first: a transfer is also drawn on its device's lane.
+        let mut order: Vec<usize> = (0..self.lanes.len()).collect();
+        order.sort_by_key(|&l| self.lanes[l].device);
+        order
+            .into_iter()
+            .filter(|&l| self.lanes[l].source == source)
+            .find_map(|l| self.lanes[l].spans.find_event(e).map(|s| (l, s)))
+    }
+}
+
+/// The step marker the analyzers count steps by, if the trace has markers.
+fn preferred_marker(trace: &Trace) -> Option<String> {
+    match tpuscope_analyzers::steps::boundaries(trace).0 {
+        tpuscope_analyzers::steps::StepSource::Marker { marker } => Some(marker),
+        _ => None,
+    }
+}
+
+fn source_label(trace: &Trace, source: usize) -> String {
+    match &trace.manifest {
+        Some(m) if !m.host.is_empty() => format!("{} pid {}", m.host, m.pid),
+        _ => format!("trace {}", source + 1),
+    }
+}
+
+fn short_label(s: &str) -> String {
+    s.chars().take(24).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spans(items: &[(u64, u64)]) -> Spans {
+        Spans::from_unsorted(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, &(a, b))| (a, b, Kind::Execute, i as u32))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn summary_matches_a_scan() {
+        let items: Vec<(u64, u64)> = (0..1000u64)
+            .map(|i| (i * 10, i * 10 + (i * 7919) % 97))
+            .collect();
+        let s = spans(&items);
+        for (i, j) in [
+            (0, 1000),
+            (3, 17),
+            (16, 256),
+            (255, 513),
+            (999, 1000),
+            (17, 18),
+        ] {
+            let want_end = (i..j).map(|k| s.end[k]).max().unwrap();
+            let want_dur = (i..j).map(|k| s.end[k] - s.start[k]).max().unwrap();
+            let got = s.summary(i, j);
+            assert_eq!(got.max_end, want_end, "{i}..{j}");
+            assert_eq!(got.max_dur, want_dur, "{i}..{j}");
+            let l = got.longest as usize;
+            assert!((i..j).contains(&l));
+            assert_eq!(s.end[l] - s.start[l], want_dur);
+        }
+    }
+
+    #[test]
+    fn dense_spans_merge_into_few_bars() {
+        // 100k spans of 10 ns every 20 ns over 2 ms, seen on 1000 px: 2 µs per pixel.
+        let items: Vec<(u64, u64)> = (0..100_000u64).map(|i| (i * 20, i * 20 + 10)).collect();
+        let s = spans(&items);
+        let mut out = Vec::new();
+        s.bars(0.0, 2_000_000.0, 1000.0, &mut out);
+        assert!(out.len() <= 1000, "{} bars", out.len());
+        let covered: u32 = out.iter().map(|b| b.count).sum();
+        assert_eq!(covered, 100_000);
+        // Zoomed in to 2 µs on 1000 px, every span is 5 px wide: each drawn alone.
+        out.clear();
+        s.bars(1_000_000.0, 1_002_000.0, 1000.0, &mut out);
+        assert!(out.iter().all(|b| b.count == 1));
+        assert!((100..=101).contains(&out.len()), "{}", out.len());
+    }
+
+    #[test]
+    fn a_long_span_from_before_the_view_is_drawn() {
+        let mut items = vec![(0, 1_000_000)];
+        items.extend((0..5000u64).map(|i| (10 + i * 100, 20 + i * 100)));
+        let s = spans(&items);
+        let mut out = Vec::new();
+        s.bars(900_000.0, 950_000.0, 500.0, &mut out);
+        assert!(
+            out.iter()
+                .any(|b| s.start[b.span as usize] == 0 && b.x0 < 0.0 && b.x1 > 500.0)
+        );
+        // Wide bars are not merged with the small ones around them.
+        assert!(out.iter().filter(|b| b.count == 1).count() >= 1);
+    }
+
+    #[test]
+    fn gaps_wider_than_a_pixel_stay_gaps() {
+        let s = spans(&[(0, 1), (1000, 1001)]);
+        let mut out = Vec::new();
+        s.bars(0.0, 2000.0, 100.0, &mut out);
+        assert_eq!(out.len(), 2);
+    }
+}

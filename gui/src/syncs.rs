@@ -1,0 +1,184 @@
+//! The Syncs tab: the user lines that block the host, most first; a click marks a line's syncs
+//! on the timeline.
+
+use eframe::egui::{self, Color32, RichText, Sense, vec2};
+use tpuscope_analyzers::syncs::SyncLine;
+use tpuscope_core::Record;
+
+use crate::analysis::Analysis;
+use crate::data::Source;
+use crate::fmt;
+
+/// Syncs of the selected line listed at most.
+const MAX_LISTED: usize = 2000;
+
+/// What a click in the tab asked for.
+pub enum Action {
+    /// Mark a line's syncs on the timeline.
+    Line(usize),
+    /// Show one sync on the timeline: (source, event).
+    Event(usize, usize),
+}
+
+/// `workloads/train.py:37 (main)`, or the innermost frame when no frame was the user's.
+pub fn line_text(s: &SyncLine) -> String {
+    match (&s.source, &s.innermost) {
+        (Some(src), _) if !src.function.is_empty() => format!("{src} ({})", src.function),
+        (Some(src), _) => src.to_string(),
+        (None, Some(inner)) => format!("{inner} (no user frame)"),
+        (None, None) => "(no Python stack)".to_string(),
+    }
+}
+
+/// Draws the table of lines and the syncs of the selected one.
+pub fn show(
+    ui: &mut egui::Ui,
+    a: &Analysis,
+    sources: &[Source],
+    t0: &[u64],
+    selected: Option<usize>,
+) -> Option<Action> {
+    let lines = &a.report.syncs;
+    let mut action = None;
+    if lines.is_empty() {
+        ui.label("No host syncs from user code in this trace.");
+        return None;
+    }
+    let total: u64 = lines.iter().map(|l| l.count).sum();
+    let stall: f64 = lines.iter().map(|l| l.stall_ms).sum();
+    let worst = lines.iter().map(|l| l.stall_ms).fold(0.0, f64::max);
+    ui.label(
+        RichText::new(format!(
+            "{total} host syncs from {} lines, {stall:.3} ms stalled — click a line to see its syncs on the timeline",
+            lines.len()
+        ))
+        .strong(),
+    );
+    ui.add_space(4.0);
+    egui::ScrollArea::vertical()
+        .id_salt("sync_lines")
+        .auto_shrink([false, true])
+        .max_height(ui.available_height() * 0.45)
+        .show(ui, |ui| {
+            egui::Grid::new("syncs_table")
+                .striped(true)
+                .num_columns(8)
+                .show(ui, |ui| {
+                    for h in [
+                        "line", "count", "stall", "", "per step", "bytes", "steps", "read",
+                    ] {
+                        ui.label(RichText::new(h).weak());
+                    }
+                    ui.end_row();
+                    for (i, l) in lines.iter().enumerate() {
+                        let text = line_text(l);
+                        if ui.selectable_label(selected == Some(i), text).clicked() {
+                            action = Some(Action::Line(i));
+                        }
+                        ui.label(l.count.to_string());
+                        ui.label(fmt::dur(l.stall_ms * 1e6));
+                        // The line's share of the worst line's stall.
+                        let (r, _) = ui.allocate_exact_size(vec2(120.0, 10.0), Sense::hover());
+                        let w = if worst > 0.0 {
+                            (l.stall_ms / worst) as f32
+                        } else {
+                            0.0
+                        };
+                        ui.painter()
+                            .rect_filled(r, 2.0, ui.visuals().faint_bg_color);
+                        let mut fill = r;
+                        fill.set_width((r.width() * w).max(1.0));
+                        ui.painter()
+                            .rect_filled(fill, 2.0, Color32::from_rgb(230, 70, 70));
+                        ui.label(l.per_step.map(|p| format!("{p:.2}")).unwrap_or_default());
+                        ui.label(fmt::bytes(l.bytes as f64));
+                        ui.label(l.steps_with_sync.to_string());
+                        ui.label(l.what.join(" "));
+                        ui.end_row();
+                    }
+                });
+        });
+    // The selected line (else the worst): its fix and its syncs one by one.
+    let shown = selected.unwrap_or(0);
+    let Some(l) = lines.get(shown) else {
+        return action;
+    };
+    ui.separator();
+    ui.label(
+        RichText::new(format!(
+            "{} — {} syncs, {:.3} ms stalled",
+            line_text(l),
+            l.count,
+            l.stall_ms
+        ))
+        .strong()
+        .size(15.0),
+    );
+    ui.horizontal_wrapped(|ui| {
+        ui.label(
+            RichText::new("fix:")
+                .strong()
+                .color(Color32::from_rgb(90, 190, 110)),
+        );
+        ui.label(&l.suggestion);
+    });
+    let events = a.sync_events.get(shown).map_or(&[][..], Vec::as_slice);
+    ui.label(
+        RichText::new(format!(
+            "its {} syncs (click one to see it on the timeline)",
+            events.len()
+        ))
+        .weak(),
+    );
+    egui::ScrollArea::vertical()
+        .id_salt("sync_events")
+        .auto_shrink([false, false])
+        .show(ui, |ui| {
+            egui::Grid::new("sync_events_table")
+                .striped(true)
+                .show(ui, |ui| {
+                    for h in ["at", "stall", "what", "call"] {
+                        ui.label(RichText::new(h).weak());
+                    }
+                    ui.end_row();
+                    for &(src, ev) in events.iter().take(MAX_LISTED) {
+                        let Some(trace) = sources.get(src).and_then(Source::trace) else {
+                            continue;
+                        };
+                        let (t, stall, what, api) = match trace.events.get(ev) {
+                            Some(Record::Transfer(x)) => (
+                                x.t_ns,
+                                x.blocked_ns.max(x.dur_ns),
+                                format!(
+                                    "{}[{}] {}",
+                                    x.dtype,
+                                    x.dims
+                                        .iter()
+                                        .map(i64::to_string)
+                                        .collect::<Vec<_>>()
+                                        .join(","),
+                                    fmt::bytes(x.bytes as f64)
+                                ),
+                                x.api.clone(),
+                            ),
+                            Some(Record::Sync(x)) => {
+                                (x.t_ns, x.dur_ns, x.reason.clone(), x.reason.clone())
+                            }
+                            _ => continue,
+                        };
+                        let at = t.saturating_sub(t0.get(src).copied().unwrap_or(0));
+                        if ui.link(fmt::dur(at as f64)).clicked() {
+                            action = Some(Action::Event(src, ev));
+                        }
+                        ui.label(fmt::dur(stall as f64));
+                        ui.label(what);
+                        ui.weak(api);
+                        ui.end_row();
+                    }
+                });
+            if events.len() > MAX_LISTED {
+                ui.weak(format!("… and {} more", events.len() - MAX_LISTED));
+            }
+        });
+    action
+}

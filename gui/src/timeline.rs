@@ -1,0 +1,524 @@
+//! The timeline view: lanes of spans with zoom, pan, hover and click. Drawing asks each lane
+//! for its bars at the current zoom ([`Spans::bars`](crate::lanes::Spans::bars)), so a frame
+//! costs about one rectangle per pixel column per lane whatever the trace holds.
+
+use eframe::egui::{
+    self, Align2, Color32, CornerRadius, FontId, Key, Pos2, Rect, Sense, Stroke, StrokeKind, pos2,
+    vec2,
+};
+
+use crate::fmt;
+use crate::lanes::{Bar, Kind, Timeline};
+
+/// Narrowest view: 200 ns across the window.
+const MIN_RANGE_NS: f64 = 200.0;
+const LABEL_W: f32 = 170.0;
+const AXIS_H: f32 = 30.0;
+const MIN_LANE_H: f32 = 16.0;
+const MAX_LANE_H: f32 = 30.0;
+
+pub fn colour(k: Kind) -> Color32 {
+    match k {
+        Kind::Compile => Color32::from_rgb(232, 145, 40),
+        Kind::Execute => Color32::from_rgb(70, 150, 230),
+        Kind::Device => Color32::from_rgb(60, 180, 120),
+        Kind::H2d => Color32::from_rgb(160, 120, 220),
+        Kind::D2h => Color32::from_rgb(200, 90, 200),
+        Kind::Sync => Color32::from_rgb(230, 70, 70),
+        Kind::Cache => Color32::from_rgb(150, 200, 60),
+        Kind::Error => Color32::from_rgb(255, 30, 30),
+        Kind::Note => Color32::from_gray(150),
+        Kind::Other => Color32::from_gray(110),
+    }
+}
+
+/// A selection (source, event) and where it is drawn (lane, span), if anywhere.
+type Located = ((usize, usize), Option<(usize, usize)>);
+
+/// What the timeline shows and what is selected on it.
+#[derive(Clone, Debug, Default)]
+pub struct TimelineView {
+    /// Visible range, ns since the sources' starts.
+    pub start: f64,
+    pub end: f64,
+    /// Set once the range has been fitted to the data.
+    pub fitted: bool,
+    /// The record shown in the details panel: (source, event).
+    pub selected: Option<(usize, usize)>,
+    /// Records marked (a sync line's): (lane, span).
+    pub marks: Vec<(usize, usize)>,
+    pub marks_label: String,
+    /// First lane drawn (lanes scroll when they do not fit).
+    pub lane_offset: usize,
+    bars: Vec<Bar>,
+    /// Bars drawn in the last frame: (lane, rect, bar), for hover and clicks.
+    drawn: Vec<(usize, Rect, Bar)>,
+    /// Width of the span area in the last frame (pixels), for key zooms before a frame.
+    pub width: f32,
+    /// Where the selected record is drawn: (selection, (lane, span)), found once per selection.
+    located: Option<Located>,
+}
+
+/// What a click on the timeline asked for.
+pub enum Clicked {
+    Event(usize, usize),
+    Nothing,
+}
+
+impl TimelineView {
+    /// The lanes changed (a followed trace grew): span indices found before are stale.
+    pub fn lanes_changed(&mut self) {
+        self.located = None;
+    }
+
+    /// The bars drawn in the last frame: (lane, screen rect, bar).
+    pub fn drawn(&self) -> &[(usize, Rect, Bar)] {
+        &self.drawn
+    }
+
+    pub fn range(&self) -> (f64, f64) {
+        (self.start, self.end)
+    }
+
+    /// Shows every span: from the first record to the last (not from the process's start,
+    /// which may be seconds of imports earlier).
+    pub fn fit(&mut self, tl: &Timeline) {
+        let first = (tl.first_ns.min(tl.total_ns)) as f64;
+        let w = (tl.total_ns as f64 - first).max(MIN_RANGE_NS);
+        self.start = first - w * 0.01;
+        self.end = first + w * 1.01;
+        self.fitted = true;
+    }
+
+    /// Zooms by `factor` (< 1: in) keeping time `anchor` where it is.
+    pub fn zoom(&mut self, factor: f64, anchor: f64) {
+        let w = ((self.end - self.start) * factor).max(MIN_RANGE_NS);
+        let f = if self.end > self.start {
+            (anchor - self.start) / (self.end - self.start)
+        } else {
+            0.5
+        };
+        self.start = anchor - w * f;
+        self.end = self.start + w;
+    }
+
+    pub fn pan(&mut self, dt: f64) {
+        self.start += dt;
+        self.end += dt;
+    }
+
+    /// Shows `[a, b]` with a margin (a single instant: 1 ms around it, or the current width).
+    pub fn focus(&mut self, a: f64, b: f64) {
+        let w = (b - a).max(MIN_RANGE_NS * 10.0);
+        let margin = w * 0.15;
+        self.start = a - margin;
+        self.end = a + w + margin;
+        self.fitted = true;
+    }
+}
+
+/// Draws the timeline in the space left and handles its input.
+pub fn show(
+    ui: &mut egui::Ui,
+    tl: &Timeline,
+    view: &mut TimelineView,
+    describe: &dyn Fn(usize, usize) -> String,
+) -> Option<Clicked> {
+    if !view.fitted {
+        view.fit(tl);
+    }
+    legend(ui, view);
+    let avail = ui.available_rect_before_wrap();
+    let (rect, response) = ui.allocate_exact_size(avail.size(), Sense::click_and_drag());
+    let painter = ui.painter_at(rect);
+    let area = Rect::from_min_max(pos2(rect.left() + LABEL_W, rect.top()), rect.max);
+    view.width = area.width();
+    let ns_per_px = (view.end - view.start) / f64::from(area.width().max(1.0));
+
+    // Input: keys anywhere in the tab, the wheel and drags over the canvas.
+    let mut clicked = None;
+    let (keys_in, keys_out, left, right, fit, page_up, page_down) = ui.input(|i| {
+        (
+            i.key_pressed(Key::Plus) || i.key_pressed(Key::Equals),
+            i.key_pressed(Key::Minus),
+            i.key_pressed(Key::ArrowLeft),
+            i.key_pressed(Key::ArrowRight),
+            i.key_pressed(Key::Num0) || i.key_pressed(Key::Home),
+            i.key_pressed(Key::PageUp),
+            i.key_pressed(Key::PageDown),
+        )
+    });
+    let centre = (view.start + view.end) / 2.0;
+    let width_ns = view.end - view.start;
+    if keys_in {
+        view.zoom(0.5, centre);
+    }
+    if keys_out {
+        view.zoom(2.0, centre);
+    }
+    if left {
+        view.pan(-width_ns * 0.2);
+    }
+    if right {
+        view.pan(width_ns * 0.2);
+    }
+    if fit {
+        view.fit(tl);
+    }
+    let lanes_h = (rect.height() - AXIS_H).max(0.0);
+    let n = tl.lanes.len();
+    let lane_h = if n == 0 {
+        MAX_LANE_H
+    } else {
+        (lanes_h / n as f32).clamp(MIN_LANE_H, MAX_LANE_H)
+    };
+    let visible_lanes = ((lanes_h / lane_h).floor() as usize).max(1);
+    let max_offset = n.saturating_sub(visible_lanes);
+    if page_down {
+        view.lane_offset = (view.lane_offset + visible_lanes).min(max_offset);
+    }
+    if page_up {
+        view.lane_offset = view.lane_offset.saturating_sub(visible_lanes);
+    }
+    if let Some(hover) = response.hover_pos() {
+        let (scroll, zoom) = ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta()));
+        let now_per_px = (view.end - view.start) / f64::from(area.width().max(1.0));
+        let anchor = view.start + f64::from(hover.x.max(area.left()) - area.left()) * now_per_px;
+        if hover.x < area.left() && scroll.y != 0.0 {
+            // Over the lane names the wheel scrolls the lanes.
+            let step = if scroll.y > 0.0 { -1isize } else { 1 };
+            view.lane_offset =
+                (view.lane_offset as isize + step).clamp(0, max_offset as isize) as usize;
+        } else {
+            if zoom != 1.0 {
+                view.zoom(1.0 / f64::from(zoom), anchor);
+            }
+            if scroll.y != 0.0 {
+                view.zoom((-f64::from(scroll.y) * 0.003).exp(), anchor);
+            }
+            if scroll.x != 0.0 {
+                view.pan(-f64::from(scroll.x) * now_per_px);
+            }
+        }
+    }
+    if response.dragged() {
+        view.pan(-f64::from(response.drag_delta().x) * ns_per_px);
+    }
+    view.lane_offset = view.lane_offset.min(max_offset);
+
+    // Recompute with the range after input.
+    let ns_per_px = (view.end - view.start) / f64::from(area.width().max(1.0));
+    let x_of = |t: f64| area.left() + ((t - view.start) / ns_per_px) as f32;
+
+    let visuals = ui.visuals().clone();
+    painter.rect_filled(rect, 0.0, visuals.extreme_bg_color);
+    axis(&painter, area, view, ns_per_px, &visuals);
+
+    // Steps: faint lines, labelled when there is room.
+    let visible_steps: Vec<&(usize, u64, u64)> = tl
+        .steps
+        .iter()
+        .filter(|s| (s.1 as f64) >= view.start && (s.1 as f64) <= view.end)
+        .take(area.width() as usize)
+        .collect();
+    // Steps closer than a few pixels would only grey the lanes over: then none are drawn.
+    let dense = visible_steps.len() as f32 > area.width() / 6.0;
+    let mut last_label = f32::NEG_INFINITY;
+    for s in visible_steps.iter().filter(|_| !dense) {
+        let x = x_of(s.1 as f64);
+        painter.vline(
+            x,
+            area.top()..=area.bottom(),
+            Stroke::new(1.0, visuals.weak_text_color().gamma_multiply(0.35)),
+        );
+        // Labelled only where the previous label leaves room.
+        if x - last_label > 56.0 {
+            last_label = x;
+            painter.text(
+                pos2(x + 2.0, area.top() + AXIS_H - 2.0),
+                Align2::LEFT_BOTTOM,
+                format!("step {}", s.2),
+                FontId::proportional(10.0),
+                visuals.weak_text_color(),
+            );
+        }
+    }
+
+    view.drawn.clear();
+    let top = rect.top() + AXIS_H;
+    let font = FontId::proportional(12.0);
+    for (row, li) in (view.lane_offset..n).take(visible_lanes).enumerate() {
+        let lane = &tl.lanes[li];
+        let y0 = top + row as f32 * lane_h;
+        let lane_rect = Rect::from_min_max(pos2(rect.left(), y0), pos2(rect.right(), y0 + lane_h));
+        if row % 2 == 1 {
+            painter.rect_filled(lane_rect, 0.0, visuals.faint_bg_color);
+        }
+        painter
+            .with_clip_rect(Rect::from_min_max(
+                lane_rect.min,
+                pos2(area.left() - 4.0, lane_rect.max.y),
+            ))
+            .text(
+                pos2(rect.left() + 6.0, lane_rect.center().y),
+                Align2::LEFT_CENTER,
+                &lane.label,
+                font.clone(),
+                if lane.device {
+                    visuals.strong_text_color()
+                } else {
+                    visuals.text_color()
+                },
+            );
+        view.bars.clear();
+        lane.spans
+            .bars(view.start, view.end, area.width(), &mut view.bars);
+        let bar_top = y0 + 2.0;
+        let bar_bot = y0 + lane_h - 2.0;
+        for b in &view.bars {
+            let x0 = (area.left() + b.x0).max(area.left() - 1.0);
+            let x1 = (area.left() + b.x1).min(area.right() + 1.0).max(x0 + 1.0);
+            let r = Rect::from_min_max(pos2(x0, bar_top), pos2(x1, bar_bot));
+            let c = colour(b.kind);
+            let c = if b.count > 1 {
+                c.gamma_multiply(0.8)
+            } else {
+                c
+            };
+            painter.rect_filled(r, CornerRadius::ZERO, c);
+            view.drawn.push((li, r, *b));
+        }
+    }
+
+    // The selected record and the marked ones.
+    let lane_offset = view.lane_offset;
+    let span_rect = |lane: usize, span: usize| -> Option<Rect> {
+        let row = lane.checked_sub(lane_offset)?;
+        if row >= visible_lanes {
+            return None;
+        }
+        let s = &tl.lanes.get(lane)?.spans;
+        let a = *s.start.get(span)? as f64;
+        let b = *s.end.get(span)? as f64;
+        let y0 = top + row as f32 * lane_h;
+        let x0 = x_of(a);
+        let x1 = x_of(b).max(x0 + 1.0);
+        Some(Rect::from_min_max(
+            pos2(x0 - 1.0, y0 + 1.0),
+            pos2(x1 + 1.0, y0 + lane_h - 1.0),
+        ))
+    };
+    let mark = Color32::from_rgb(255, 200, 0);
+    let clip = painter.with_clip_rect(area);
+    for &(lane, span) in &view.marks {
+        if let Some(r) = span_rect(lane, span) {
+            let c = r.center_top();
+            clip.add(egui::Shape::convex_polygon(
+                vec![
+                    pos2(c.x - 5.0, c.y - 1.0),
+                    pos2(c.x + 5.0, c.y - 1.0),
+                    pos2(c.x, c.y + 6.0),
+                ],
+                mark,
+                Stroke::NONE,
+            ));
+            clip.rect_stroke(r, 0.0, Stroke::new(1.5, mark), StrokeKind::Outside);
+        }
+    }
+    let found = match (view.selected, view.located) {
+        (Some(sel), Some((k, at))) if k == sel => at,
+        (Some(sel), _) => tl.locate(sel.0, sel.1),
+        (None, _) => None,
+    };
+    view.located = view.selected.map(|s| (s, found));
+    if let Some((lane, span)) = found
+        && let Some(r) = span_rect(lane, span)
+    {
+        clip.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(2.0, visuals.strong_text_color()),
+            StrokeKind::Outside,
+        );
+    }
+    if n > visible_lanes {
+        painter.text(
+            pos2(rect.left() + 6.0, rect.bottom() - 4.0),
+            Align2::LEFT_BOTTOM,
+            format!(
+                "lanes {}–{} of {n} (wheel over names, PgUp/PgDn)",
+                view.lane_offset + 1,
+                (view.lane_offset + visible_lanes).min(n)
+            ),
+            FontId::proportional(11.0),
+            visuals.weak_text_color(),
+        );
+    }
+    if tl.lanes.is_empty() {
+        painter.text(
+            area.center(),
+            Align2::CENTER_CENTER,
+            "no timed records in this trace",
+            FontId::proportional(14.0),
+            visuals.weak_text_color(),
+        );
+    }
+
+    // Hover and click.
+    let hovered = response.hover_pos().and_then(|p| hit(&view.drawn, p));
+    if let Some((lane, bar)) = hovered {
+        let l = &tl.lanes[lane];
+        let event = l.spans.event[bar.span as usize] as usize;
+        let text = describe(l.source, event);
+        let at = fmt::dur(l.spans.start[bar.span as usize] as f64);
+        response.clone().on_hover_ui_at_pointer(|ui| {
+            if bar.count > 1 {
+                ui.label(format!(
+                    "{} records merged at this zoom (zoom in to separate)",
+                    bar.count
+                ));
+                ui.label(format!("longest: {text}"));
+            } else {
+                ui.label(text);
+            }
+            ui.weak(format!("at {at} · {}", l.label));
+        });
+    }
+    if response.clicked() {
+        clicked = Some(match hovered {
+            Some((lane, bar)) => {
+                let l = &tl.lanes[lane];
+                if bar.count > 1 {
+                    // A merged bar: zoom onto it.
+                    let a = view.start + f64::from(bar.x0) * ns_per_px;
+                    let b = view.start + f64::from(bar.x1) * ns_per_px;
+                    view.focus(a, b);
+                }
+                Clicked::Event(l.source, l.spans.event[bar.span as usize] as usize)
+            }
+            None => Clicked::Nothing,
+        });
+    }
+    if response.double_clicked()
+        && let Some((lane, bar)) = hovered
+    {
+        let s = &tl.lanes[lane].spans;
+        let i = bar.span as usize;
+        view.focus(s.start[i] as f64, s.end[i] as f64);
+    }
+    clicked
+}
+
+fn hit(drawn: &[(usize, Rect, Bar)], p: Pos2) -> Option<(usize, Bar)> {
+    // Small bars get a few pixels of slack.
+    drawn
+        .iter()
+        .filter(|(_, r, _)| r.expand2(vec2(2.0, 0.0)).contains(p))
+        .min_by(|a, b| {
+            let da = (a.1.center().x - p.x).abs();
+            let db = (b.1.center().x - p.x).abs();
+            da.total_cmp(&db)
+        })
+        .map(|(l, _, b)| (*l, *b))
+}
+
+fn legend(ui: &mut egui::Ui, view: &TimelineView) {
+    ui.horizontal_wrapped(|ui| {
+        for k in Kind::ALL {
+            let (r, _) = ui.allocate_exact_size(vec2(12.0, 12.0), Sense::hover());
+            ui.painter().rect_filled(r, 2.0, colour(k));
+            ui.label(k.name());
+            ui.add_space(6.0);
+        }
+        ui.separator();
+        ui.weak("wheel or +/−: zoom · drag or ←/→: pan · 0: fit · click: details");
+        if !view.marks_label.is_empty() {
+            ui.separator();
+            ui.colored_label(Color32::from_rgb(255, 200, 0), &view.marks_label);
+        }
+    });
+    ui.label(format!(
+        "showing {} – {} ({} across)",
+        fmt::dur(view.start.max(0.0)),
+        fmt::dur(view.end),
+        fmt::dur(view.end - view.start)
+    ));
+}
+
+/// Tick step: 1, 2 or 5 × 10^k ns, about 110 px apart.
+fn tick_step(ns_per_px: f64) -> f64 {
+    let raw = (ns_per_px * 110.0).max(1.0);
+    let mag = 10f64.powf(raw.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if mag * m >= raw {
+            return mag * m;
+        }
+    }
+    mag * 10.0
+}
+
+fn axis(
+    painter: &egui::Painter,
+    area: Rect,
+    view: &TimelineView,
+    ns_per_px: f64,
+    visuals: &egui::Visuals,
+) {
+    let step = tick_step(ns_per_px);
+    let mut t = (view.start / step).ceil() * step;
+    let x_of = |t: f64| area.left() + ((t - view.start) / ns_per_px) as f32;
+    let mut guard = 0;
+    while t <= view.end && guard < 200 {
+        let x = x_of(t);
+        painter.vline(
+            x,
+            area.top()..=area.top() + AXIS_H,
+            Stroke::new(1.0, visuals.weak_text_color()),
+        );
+        painter.vline(
+            x,
+            area.top() + AXIS_H..=area.bottom(),
+            Stroke::new(1.0, visuals.weak_text_color().gamma_multiply(0.12)),
+        );
+        painter.text(
+            pos2(x + 3.0, area.top() + 2.0),
+            Align2::LEFT_TOP,
+            // Before the start there is nothing to read: no negative times.
+            if t < -step * 1e-6 {
+                String::new()
+            } else {
+                // `-0.0` prints with its sign.
+                fmt::tick(if t.abs() < step * 1e-6 { 0.0 } else { t }, step)
+            },
+            FontId::monospace(10.0),
+            visuals.text_color(),
+        );
+        t += step;
+        guard += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zoom_keeps_the_anchor() {
+        let mut v = TimelineView {
+            start: 0.0,
+            end: 1000.0,
+            ..TimelineView::default()
+        };
+        v.zoom(0.5, 250.0);
+        assert!((v.end - v.start - 500.0).abs() < 1e-9);
+        assert!((v.start - 125.0).abs() < 1e-9);
+        v.zoom(1e-9, 300.0);
+        assert!(v.end - v.start >= MIN_RANGE_NS);
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(tick_step(1.0), 200.0);
+        assert_eq!(tick_step(10_000.0), 2_000_000.0);
+    }
+}

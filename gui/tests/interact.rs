@@ -1,0 +1,383 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Interaction tests: the app driven through egui_kittest (real egui input, no window).
+
+use std::io::Write;
+use std::path::Path;
+
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use tpuscope_core::event::{Compile, Execute, Manifest, Record, Sync as SyncRec};
+use tpuscope_core::{TraceWriter, read_trace};
+use tpuscope_gui::{App, Source, Tab};
+
+fn harness(app: App) -> Harness<'static, App> {
+    Harness::builder()
+        .with_size((1400.0, 900.0))
+        // The app adds a system font for arrows and signs; a machine without one shows boxes.
+        .allow_missing_glyphs()
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), app)
+}
+
+fn sample_app(tab: Tab) -> App {
+    App::new(vec![Source::sample()], tab, false)
+}
+
+#[test]
+fn selecting_a_family_shows_its_hlo_diff() {
+    let mut h = harness(sample_app(Tab::Recompiles));
+    h.run();
+    // Nothing selected yet: no diff.
+    assert!(h.state().rec.diff.is_none());
+    assert!(h.query_by_label_contains("changed ·").is_none());
+    let family = h.state().analysis.as_ref().unwrap().report.recompiles[0]
+        .graph
+        .clone();
+    h.get_by_label_contains(&format!("{family} ·")).click();
+    h.run();
+    let d = h
+        .state()
+        .rec
+        .diff
+        .as_ref()
+        .expect("a diff after selecting a family");
+    assert!(d.note.is_none(), "{:?}", d.note);
+    assert!(!d.rows.is_empty());
+    // The learning rate is a constant baked into the program: some rows differ.
+    assert!(d.changed > 0, "{} changed rows", d.changed);
+    assert!(
+        d.rows
+            .iter()
+            .any(|r| !r.right_spans.is_empty()
+                && r.right.as_deref().unwrap_or("").contains("constant")),
+        "no changed constant row"
+    );
+    // The counts and the member list are on screen.
+    h.get_by_label_contains(&format!("{} changed ·", d.changed));
+    h.get_by_label_contains("#2 ·");
+
+    // Picking another member diffs that one.
+    let before = h.state().rec.diff.as_ref().unwrap().key;
+    h.get_by_label_contains("#3 ·").click();
+    h.run();
+    let after = h.state().rec.diff.as_ref().unwrap().key;
+    assert_ne!(before, after);
+    assert_eq!(after.1, 2);
+}
+
+#[test]
+fn keys_zoom_and_pan_the_timeline() {
+    let mut h = harness(sample_app(Tab::Timeline));
+    h.run();
+    let (a0, b0) = h.state().view.range();
+    assert!(b0 > a0);
+    let total = h.state().timeline.total_ns as f64;
+    let first = h.state().timeline.first_ns as f64;
+    assert!(first > 0.0 && first < total);
+    assert!(
+        a0 <= first && b0 >= total && a0 > first - (total - first) * 0.05,
+        "fitted view {a0}..{b0} shows {first}..{total}"
+    );
+
+    h.key_press(egui::Key::Plus);
+    h.run();
+    let (a1, b1) = h.state().view.range();
+    assert!(((b1 - a1) - (b0 - a0) / 2.0).abs() < 1.0, "{a1}..{b1}");
+
+    h.key_press(egui::Key::ArrowRight);
+    h.run();
+    let (a2, b2) = h.state().view.range();
+    assert!(a2 > a1 && ((b2 - a2) - (b1 - a1)).abs() < 1.0);
+
+    h.key_press(egui::Key::Minus);
+    h.key_press(egui::Key::Num0);
+    h.run();
+    let (a3, b3) = h.state().view.range();
+    assert!((a3 - a0).abs() < 1.0 && (b3 - b0).abs() < 1.0);
+}
+
+#[test]
+fn the_wheel_zooms_around_the_pointer() {
+    let mut h = harness(sample_app(Tab::Timeline));
+    h.run();
+    let (a0, b0) = h.state().view.range();
+    // Over the span area (right of the lane names, below the legend).
+    h.hover_at(egui::pos2(900.0, 300.0));
+    h.run();
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, 200.0),
+        modifiers: egui::Modifiers::NONE,
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Wheel,
+    });
+    h.run();
+    let (a1, b1) = h.state().view.range();
+    assert!(b1 - a1 < b0 - a0, "{a0}..{b0} → {a1}..{b1}");
+}
+
+#[test]
+fn clicking_a_sync_line_marks_its_syncs_on_the_timeline() {
+    let mut h = harness(sample_app(Tab::Syncs));
+    h.run();
+    let line = {
+        let a = h.state().analysis.as_ref().unwrap();
+        tpuscope_gui::syncs::line_text(&a.report.syncs[0])
+    };
+    let count = h.state().analysis.as_ref().unwrap().report.syncs[0].count as usize;
+    h.get_by_label(&line).click();
+    h.run();
+    let app = h.state();
+    assert_eq!(app.tab, Tab::Timeline);
+    assert_eq!(app.view.marks.len(), count);
+    // Every mark is a sync record of that line, and the view covers them all.
+    let (a, b) = app.view.range();
+    for &(lane, span) in &app.view.marks {
+        let s = &app.timeline.lanes[lane].spans;
+        assert!(s.start[span] as f64 >= a && s.end[span] as f64 <= b);
+    }
+    assert!(app.view.selected.is_some());
+}
+
+#[test]
+fn a_file_that_is_not_a_trace_shows_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("notes.txt");
+    std::fs::write(&p, "hello, not a trace at all\n").unwrap();
+    let app = App::new(vec![Source::open(&p, false)], Tab::Summary, false);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label("No trace could be opened");
+    h.get_by_label_contains("not a tpuscope trace");
+}
+
+#[test]
+fn a_newer_format_version_is_named() {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/golden/v2.0-newer-major.tps");
+    let app = App::new(vec![Source::open(&p, false)], Tab::Summary, false);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label_contains("newer than this tpuscope understands");
+}
+
+#[test]
+fn a_truncated_trace_opens_with_a_warning() {
+    let bytes = tpuscope_gui::data::SAMPLE;
+    let cut = bytes.len() * 2 / 3;
+    let whole = read_trace(bytes).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cut.tps");
+    std::fs::write(&p, &bytes[..cut]).unwrap();
+    let partial = read_trace(&bytes[..cut]).unwrap();
+    assert!(partial.events.len() < whole.events.len());
+    let app = App::new(vec![Source::open(&p, false)], Tab::Summary, false);
+    let mut h = harness(app);
+    h.run();
+    h.get_by_label_contains("trace cut at byte");
+    let a = h.state().analysis.as_ref().unwrap();
+    assert_eq!(a.report.traces[0].events, partial.events.len() as u64);
+    assert!(h.state().timeline.spans > 0);
+}
+
+fn manifest() -> Manifest {
+    Manifest {
+        pid: 42,
+        host: "testhost".into(),
+        start_wall_ns: 1_700_000_000_000_000_000,
+        start_mono_ns: 1_000_000,
+        frontend: "jax".into(),
+        ..Manifest::default()
+    }
+}
+
+fn compile(t: u64, id: u64) -> Record {
+    Record::Compile(Box::new(Compile {
+        t_ns: t,
+        thread: 1,
+        dur_ns: 5_000_000,
+        api: "PJRT_Client_Compile".into(),
+        executable_name: format!("jit_step_{id}"),
+        executable_id: id,
+        program_hash: id,
+        ..Compile::default()
+    }))
+}
+
+fn execute(t: u64, id: u64, seq: u64) -> Record {
+    Record::Execute(Execute {
+        t_ns: t,
+        thread: 1,
+        dur_ns: 100_000,
+        executable_id: id,
+        seq,
+        ..Execute::default()
+    })
+}
+
+#[test]
+fn a_growing_trace_is_followed_without_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("live.tps");
+    let file = std::fs::File::create(&p).unwrap();
+    let mut w = TraceWriter::new(file, &manifest()).unwrap();
+    w.write(&compile(2_000_000, 1)).unwrap();
+    for i in 0..10 {
+        w.write(&execute(10_000_000 + i * 1_000_000, 1, i)).unwrap();
+    }
+    w.flush().unwrap();
+
+    // No end record: followed without being asked.
+    let src = Source::open(&p, false);
+    assert!(src.is_live(), "{:?}", src.error);
+    let mut h = harness(App::new(vec![src], Tab::Timeline, false));
+    h.run();
+    let spans0 = h.state().timeline.spans;
+    let compiles0 = h.state().analysis.as_ref().unwrap().report.compiles.total;
+    assert_eq!(spans0, 11);
+    assert_eq!(compiles0, 1);
+
+    // The workload goes on: a recompile, more executes, a sync, half of a frame.
+    w.write(&compile(30_000_000, 2)).unwrap();
+    for i in 10..30 {
+        w.write(&execute(40_000_000 + i * 1_000_000, 2, i)).unwrap();
+    }
+    w.write(&Record::Sync(SyncRec {
+        t_ns: 90_000_000,
+        thread: 1,
+        dur_ns: 2_000_000,
+        reason: "PJRT_Event_Await".into(),
+        ..SyncRec::default()
+    }))
+    .unwrap();
+    w.flush().unwrap();
+    let mut half = Vec::new();
+    {
+        let mut tmp = TraceWriter::new(Vec::new(), &manifest()).unwrap();
+        let before = tmp.get_ref().len();
+        tmp.write(&compile(95_000_000, 3)).unwrap();
+        half.extend_from_slice(&tmp.get_ref()[before..before + (tmp.get_ref().len() - before) / 2]);
+    }
+    let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+    f.write_all(&half).unwrap();
+    f.flush().unwrap();
+
+    // The watcher would set this; egui time moves on as frames are drawn.
+    h.state()
+        .changed
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    h.run_steps(60);
+    let spans1 = h.state().timeline.spans;
+    assert_eq!(
+        spans1,
+        11 + 1 + 20 + 1,
+        "new records appear on the timeline"
+    );
+    let report = &h.state().analysis.as_ref().unwrap().report;
+    assert_eq!(report.compiles.total, 2, "the report is re-analysed");
+
+    // The rest of the cut frame lands later.
+    let mut full = Vec::new();
+    {
+        let mut tmp = TraceWriter::new(Vec::new(), &manifest()).unwrap();
+        let before = tmp.get_ref().len();
+        tmp.write(&compile(95_000_000, 3)).unwrap();
+        full.extend_from_slice(&tmp.get_ref()[before..]);
+    }
+    f.write_all(&full[half.len()..]).unwrap();
+    f.flush().unwrap();
+    h.state()
+        .changed
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    h.run_steps(60);
+    assert_eq!(h.state().timeline.spans, spans1 + 1);
+    assert_eq!(
+        h.state().analysis.as_ref().unwrap().report.compiles.total,
+        3
+    );
+}
+
+fn click_at(h: &mut Harness<'static, App>, pos: egui::Pos2) {
+    h.hover_at(pos);
+    h.run();
+    for pressed in [true, false] {
+        h.event(egui::Event::PointerButton {
+            pos,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+    }
+    h.run();
+}
+
+#[test]
+fn clicking_a_recompile_on_the_timeline_leads_to_its_diff() {
+    let mut h = harness(sample_app(Tab::Timeline));
+    h.run();
+    // A compile bar drawn on its own that is a member of a recompile family.
+    let (pos, event) = {
+        let app = h.state();
+        let a = app.analysis.as_ref().unwrap();
+        app.view
+            .drawn()
+            .iter()
+            .filter(|(_, r, b)| b.count == 1 && r.width() > 6.0)
+            .find_map(|(lane, r, b)| {
+                let l = &app.timeline.lanes[*lane];
+                let e = l.spans.event[b.span as usize] as usize;
+                a.members.get(&(l.source, e)).map(|_| (r.center(), e))
+            })
+            .expect("a family member drawn on the timeline")
+    };
+    click_at(&mut h, pos);
+    assert_eq!(h.state().view.selected, Some((0, event)));
+    // The details panel names the compile; its button opens the family.
+    h.get_by_label_contains("compile jit_train_step");
+    h.get_by_label("open in recompile explorer").click();
+    h.run();
+    let app = h.state();
+    assert_eq!(app.tab, Tab::Recompiles);
+    let (f, m) = app.analysis.as_ref().unwrap().members[&(0, event)];
+    assert_eq!(app.rec.family, Some(f));
+    assert_eq!(app.rec.member, Some(m));
+    assert!(app.rec.diff.as_ref().is_some_and(|d| d.key == (f, m)));
+}
+
+#[test]
+fn the_flamegraph_switches_kind_and_exports_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = sample_app(Tab::Flame);
+    app.flame.export_to = dir.path().join("flame.svg");
+    let mut h = harness(app);
+    h.run();
+    let compile_total = {
+        let (_, _, t) = h.state().flame.tree.as_ref().unwrap();
+        t.nodes[0].value
+    };
+    // The sample compiled for about half a second (the report's compile time, in µs).
+    let report_us = h
+        .state()
+        .analysis
+        .as_ref()
+        .unwrap()
+        .report
+        .compiles
+        .compile_ms
+        * 1e3;
+    assert!(
+        (compile_total as f64 - report_us).abs() < report_us * 0.01 + 20.0,
+        "{compile_total} vs {report_us}"
+    );
+    h.get_by_label("Export SVG").click();
+    h.run();
+    let svg = std::fs::read_to_string(dir.path().join("flame.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("jax_lr.py"));
+    h.get_by_label_contains("wrote ");
+
+    h.get_by_label("sync stall").click();
+    h.run();
+    let (kind, _, t) = h.state().flame.tree.as_ref().unwrap();
+    assert_eq!(*kind, tpuscope_analyzers::flame::FlameKind::SyncStall);
+    assert!(t.nodes[0].value < compile_total);
+}
