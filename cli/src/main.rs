@@ -3,6 +3,7 @@
 mod attach;
 mod dump;
 mod env_cmd;
+mod export_cmd;
 mod live_stream;
 mod live_ui;
 mod locate;
@@ -49,6 +50,8 @@ enum Cmd {
     Ps(ps::PsArgs),
     /// Open traces in the GUI: timeline, recompile explorer with HLO diffs, syncs, HBM, flamegraph.
     View(view_cmd::ViewArgs),
+    /// Export a trace: Chrome trace-event JSON (Perfetto UI) or a flamegraph SVG.
+    Export(export_cmd::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Cmd::Attach(args) => attach::attach(args),
         Cmd::Ps(args) => ps::ps(args),
         Cmd::View(args) => view_cmd::view(args),
+        Cmd::Export(args) => export_cmd::export(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
