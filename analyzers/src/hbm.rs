@@ -183,6 +183,7 @@ pub fn oom(trace: &Trace, run: usize) -> Option<OomReport> {
         };
         is_oom(msg).then(|| (i, t, api.to_string(), msg.to_string()))
     })?;
+    let names = crate::steps::executable_names(trace);
     let mut last_events: Vec<String> = trace.events[..idx]
         .iter()
         .rev()
@@ -195,7 +196,10 @@ pub fn oom(trace: &Trace, run: usize) -> Option<OomReport> {
             Record::Execute(e) => Some(format!(
                 "{:.3} ms execute {}",
                 e.t_ns.saturating_sub(start) as f64 / 1e6,
-                crate::steps::executable_name(trace, e.executable_id)
+                names
+                    .get(&e.executable_id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("{:x}", e.executable_id))
             )),
             _ => None,
         })

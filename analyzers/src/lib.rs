@@ -17,6 +17,7 @@ pub mod source;
 pub mod steps;
 pub mod suggest;
 pub mod syncs;
+pub mod units;
 
 pub use diff::Cause;
 pub use report::{Budget, BudgetKey, Input, Report, analyze, apply_budgets, compare_baseline};

@@ -450,9 +450,15 @@ fn trace_info(run: usize, path: &str, trace: &Trace) -> TraceInfo {
 
 /// The frontend the agent named, else the one whose package the process loaded.
 pub fn frontend_of(trace: &Trace) -> String {
-    let Some(m) = &trace.manifest else {
-        return String::new();
-    };
+    trace
+        .manifest
+        .as_ref()
+        .map(manifest_frontend)
+        .unwrap_or_default()
+}
+
+/// [`frontend_of`] for a manifest alone (what `tpuscope ps` reads from a live stream).
+pub fn manifest_frontend(m: &tpuscope_core::event::Manifest) -> String {
     if !m.frontend.is_empty() {
         return m.frontend.clone();
     }

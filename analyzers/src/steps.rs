@@ -167,19 +167,6 @@ pub fn executable_names(trace: &Trace) -> std::collections::HashMap<u64, String>
     m
 }
 
-/// The name a compile or load gave an executable id.
-pub fn executable_name(trace: &Trace, id: u64) -> String {
-    trace
-        .events
-        .iter()
-        .find_map(|r| match r {
-            Record::Compile(c) if c.executable_id == id => Some(c.executable_name.clone()),
-            Record::Load(l) if l.executable_id == id => Some(l.executable_name.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| format!("{id:x}"))
-}
-
 /// Fills in per-step counts; `sync_times` are `(t_ns, stall_ns)` of the host syncs.
 pub fn steps(trace: &Trace, sync_times: &[(u64, u64)]) -> Steps {
     let (source, bounds) = boundaries(trace);

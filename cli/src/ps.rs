@@ -139,13 +139,7 @@ fn read_manifest(mut s: UnixStream) -> Option<Manifest> {
 
 /// The frontend the manifest names, else the one whose package the process loaded.
 fn frontend(m: &Manifest) -> Option<String> {
-    if !m.frontend.is_empty() {
-        return Some(m.frontend.clone());
-    }
-    ["torch_tpu", "torch_xla", "jax"]
-        .into_iter()
-        .find(|f| m.package_versions.iter().any(|kv| kv.key == *f))
-        .map(String::from)
+    Some(tpuscope_analyzers::report::manifest_frontend(m)).filter(|f| !f.is_empty())
 }
 
 fn proc_cmdline(pid: u32) -> String {

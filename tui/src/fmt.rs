@@ -1,35 +1,6 @@
 //! Number, size and text formatting for the screen (the report's wording, kept narrow).
 
-/// `512 B`, `4.0 KiB`, `1.5 MiB`, `16.0 GiB`.
-pub fn bytes(n: i64) -> String {
-    let a = n.unsigned_abs() as f64;
-    let sign = if n < 0 { "-" } else { "" };
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if a < 1024.0 {
-        return format!("{n} B");
-    }
-    let mut v = a / 1024.0;
-    let mut unit = UNITS[0];
-    for u in &UNITS[1..] {
-        if v < 1024.0 {
-            break;
-        }
-        v /= 1024.0;
-        unit = u;
-    }
-    format!("{sign}{v:.1} {unit}")
-}
-
-/// Milliseconds with the precision that matters at that size: `323`, `34.0`, `0.518`.
-pub fn ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
-    }
-}
+pub use tpuscope_analyzers::units::{bytes, ms, percent};
 
 /// A duration as `42.0 s`, `3m05s`, `2h03m`.
 pub fn duration(ns: u64) -> String {
@@ -40,18 +11,6 @@ pub fn duration(ns: u64) -> String {
         format!("{}m{:02}s", s / 60, s % 60)
     } else {
         format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    }
-}
-
-/// A fraction as a percentage: `50%`, `1.2%`, `<0.1%`.
-pub fn percent(f: f64) -> String {
-    let p = f * 100.0;
-    if p > 0.0 && p < 0.1 {
-        "<0.1%".to_string()
-    } else if p >= 10.0 {
-        format!("{p:.0}%")
-    } else {
-        format!("{p:.1}%")
     }
 }
 

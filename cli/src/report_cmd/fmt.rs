@@ -1,39 +1,10 @@
 //! Number, size and place formatting shared by the report's renderers.
 
+pub use tpuscope_analyzers::units::{bytes, ms, percent};
+
 use tpuscope_analyzers::SourceLoc;
 use tpuscope_analyzers::report::{BudgetResult, Report};
 use tpuscope_analyzers::source::short_path;
-
-/// `512 B`, `4.0 KiB`, `1.5 MiB`, `16.0 GiB`.
-pub fn bytes(n: i64) -> String {
-    let a = n.unsigned_abs() as f64;
-    let sign = if n < 0 { "-" } else { "" };
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if a < 1024.0 {
-        return format!("{n} B");
-    }
-    let mut v = a / 1024.0;
-    let mut unit = UNITS[0];
-    for u in &UNITS[1..] {
-        if v < 1024.0 {
-            break;
-        }
-        v /= 1024.0;
-        unit = u;
-    }
-    format!("{sign}{v:.1} {unit}")
-}
-
-/// Milliseconds with the precision that matters at that size: `323`, `34.0`, `0.518`.
-pub fn ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
-    }
-}
 
 /// A budget number: integers as integers, fractions with four significant digits.
 pub fn num(v: f64) -> String {
@@ -122,18 +93,6 @@ pub fn failure_summary(r: &Report) -> String {
 /// Total host syncs in the loop (grouped lines summed).
 pub fn sync_total(r: &Report) -> u64 {
     r.syncs.iter().map(|s| s.count).sum()
-}
-
-/// A fraction as a percentage: `50%`, `1.2%`, `<0.1%`.
-pub fn percent(f: f64) -> String {
-    let p = f * 100.0;
-    if p > 0.0 && p < 0.1 {
-        "<0.1%".to_string()
-    } else if p >= 10.0 {
-        format!("{p:.0}%")
-    } else {
-        format!("{p:.1}%")
-    }
 }
 
 /// The first line of a message, for one-line contexts.

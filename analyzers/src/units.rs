@@ -1,0 +1,62 @@
+//! How sizes, durations and shares read in every front end (report, TUI): one wording.
+
+/// `512 B`, `4.0 KiB`, `1.5 MiB`, `16.0 GiB`.
+pub fn bytes(n: i64) -> String {
+    let a = n.unsigned_abs() as f64;
+    let sign = if n < 0 { "-" } else { "" };
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if a < 1024.0 {
+        return format!("{n} B");
+    }
+    let mut v = a / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{sign}{v:.1} {unit}")
+}
+
+/// Milliseconds with the precision that matters at that size: `323`, `34.0`, `0.518`.
+pub fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A fraction as a percentage: `50%`, `1.2%`, `<0.1%`.
+pub fn percent(f: f64) -> String {
+    let p = f * 100.0;
+    if p > 0.0 && p < 0.1 {
+        "<0.1%".to_string()
+    } else if p >= 10.0 {
+        format!("{p:.0}%")
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_times_and_shares_read_naturally() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(4096), "4.0 KiB");
+        assert_eq!(bytes(-3 << 20), "-3.0 MiB");
+        assert_eq!(ms(323.4), "323");
+        assert_eq!(ms(34.04), "34.0");
+        assert_eq!(ms(0.5184), "0.518");
+        assert_eq!(percent(0.5), "50%");
+        assert_eq!(percent(0.012), "1.2%");
+        assert_eq!(percent(0.0001), "<0.1%");
+    }
+}
