@@ -11,21 +11,62 @@ use tpuscope_core::json::{manifest_json, record_json};
 use crate::summary::completeness_warning;
 
 pub fn dump(path: &Path, as_json: bool) -> Result<()> {
-    let trace =
-        tpuscope_core::read_trace_file(path).with_context(|| format!("{}", path.display()))?;
+    // A merged job file holds one trace per host: each is dumped after a line naming it.
+    let traces =
+        tpuscope_core::read_traces_file(path).with_context(|| format!("{}", path.display()))?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let result = if as_json {
-        dump_json(&trace, &mut out)
-    } else {
-        dump_text(&trace, &mut out)
-    };
+    let result = traces.iter().try_for_each(|trace| {
+        segment_line(trace, as_json, &mut out)?;
+        if as_json {
+            dump_json(trace, &mut out)
+        } else {
+            dump_text(trace, &mut out)
+        }
+    });
     match result.and_then(|()| out.flush()) {
         Ok(()) => {}
         // A closed pipe (`| head`) is the reader's choice, not an error.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
         Err(e) => return Err(e).context("cannot write to stdout"),
     }
+    for trace in &traces {
+        warn(path, trace);
+    }
+    Ok(())
+}
+
+/// The header of one host's part of a merged file (nothing for a plain trace).
+fn segment_line(trace: &Trace, as_json: bool, out: &mut impl Write) -> io::Result<()> {
+    let Some(s) = &trace.segment else {
+        return Ok(());
+    };
+    if as_json {
+        let v = serde_json::json!({
+            "kind": "segment",
+            "index": s.index,
+            "host": s.host,
+            "process_index": s.process_index,
+            "pid": s.pid,
+            "job_id": s.job_id,
+            "offset_ns": s.offset_ns,
+            "alignment": s.alignment,
+            "anchors": s.anchors,
+            "spread_ns": s.spread_ns,
+            "source": s.source,
+            "source_completeness": s.source_completeness,
+        });
+        writeln!(out, "{v}")
+    } else {
+        writeln!(
+            out,
+            "== segment {}: host {} process {} (from {}; job {}; clock offset {} ns by {})",
+            s.index, s.host, s.process_index, s.source, s.job_id, s.offset_ns, s.alignment
+        )
+    }
+}
+
+fn warn(path: &Path, trace: &Trace) {
     if !trace.damage.is_empty() {
         let bytes: u64 = trace.damage.iter().map(|d| d.len).sum();
         eprintln!(
@@ -40,10 +81,9 @@ pub fn dump(path: &Path, as_json: bool) -> Result<()> {
             trace.unknown_records
         );
     }
-    if let Some(w) = completeness_warning(path, &trace) {
+    if let Some(w) = completeness_warning(path, trace) {
         eprintln!("tpuscope: {w}");
     }
-    Ok(())
 }
 
 fn dump_json(trace: &Trace, out: &mut impl Write) -> io::Result<()> {

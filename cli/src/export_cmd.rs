@@ -58,10 +58,15 @@ pub fn export(args: &ExportArgs) -> Result<i32> {
             args.output.display()
         ));
     }
-    let trace = read_trace(&args.trace)?;
+    // A merged job file: every host, on the job timeline.
+    let traces = read_traces(&args.trace)?;
+    let trace = match traces.as_slice() {
+        [one] => one,
+        _ => return export_job(args, &traces),
+    };
     let body = match args.format {
         ExportFormat::ChromeJson => {
-            let mut s = serde_json::to_string(&chrome_json(&trace))
+            let mut s = serde_json::to_string(&chrome_json(trace))
                 .context("serializing the trace events")?;
             s.push('\n');
             s
@@ -77,12 +82,17 @@ pub fn export(args: &ExportArgs) -> Result<i32> {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             flame::svg(
-                &flame::folded(&trace, kind),
+                &flame::folded(trace, kind),
                 &format!("{what} by Python stack — {name}"),
             )
             .map_err(|e| anyhow!("{}: {e}", args.trace.display()))?
         }
     };
+    write_body(args, body)
+}
+
+/// Writes the document, gzipped when the output is named `*.gz`.
+fn write_body(args: &ExportArgs, body: String) -> Result<i32> {
     let gz = args
         .output
         .extension()
@@ -99,8 +109,74 @@ pub fn export(args: &ExportArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn read_trace(path: &Path) -> Result<Trace> {
-    tpuscope_core::read_trace_file(path).map_err(|e| match e {
+/// The hosts of a merged job file: Chrome JSON with one process per host, its times shifted
+/// onto the job timeline (0 = the earliest host's start); a flamegraph of all hosts' stacks.
+fn export_job(args: &ExportArgs, traces: &[Trace]) -> Result<i32> {
+    let body = match args.format {
+        ExportFormat::ChromeJson => {
+            let starts: Vec<i128> = traces
+                .iter()
+                .map(|t| {
+                    let base = t
+                        .manifest
+                        .as_ref()
+                        .map(|m| m.start_mono_ns)
+                        .filter(|t| *t > 0)
+                        .or_else(|| t.events.iter().filter_map(Record::t_ns).min())
+                        .unwrap_or(0);
+                    i128::from(base) + i128::from(tpuscope_core::align::job_offset_ns(t))
+                })
+                .collect();
+            let job0 = starts.iter().copied().min().unwrap_or(0);
+            let mut events = Vec::new();
+            for (i, (t, start)) in traces.iter().zip(&starts).enumerate() {
+                let shift_us = (start - job0) as f64 / 1000.0;
+                let mut doc = chrome_json(t);
+                // Hosts may reuse pids: each host is its own process, numbered by segment.
+                let pid = i as u64 + 1;
+                if let Some(Value::Array(evs)) = doc.get_mut("traceEvents").map(Value::take) {
+                    for mut e in evs {
+                        e["pid"] = json!(pid);
+                        if let Some(ts) = e.get("ts").and_then(Value::as_f64) {
+                            e["ts"] = json!(ts + shift_us);
+                        }
+                        events.push(e);
+                    }
+                }
+            }
+            let mut s = serde_json::to_string(&json!({
+                "traceEvents": events,
+                "displayTimeUnit": "ms",
+                "otherData": {"tpuscope_version": env!("CARGO_PKG_VERSION"), "hosts": traces.len()},
+            }))
+            .context("serializing the trace events")?;
+            s.push('\n');
+            s
+        }
+        ExportFormat::FlamegraphSvg => {
+            let (kind, what) = match args.flame {
+                Flame::Compile => (FlameKind::CompileTime, "Compile time"),
+                Flame::Sync => (FlameKind::SyncStall, "Host sync stall"),
+            };
+            let mut by_stack: std::collections::BTreeMap<String, u64> = Default::default();
+            for t in traces {
+                for (k, w) in flame::folded(t, kind) {
+                    *by_stack.entry(k).or_default() += w;
+                }
+            }
+            let folded: Vec<(String, u64)> = by_stack.into_iter().collect();
+            flame::svg(
+                &folded,
+                &format!("{what} by Python stack — {} hosts", traces.len()),
+            )
+            .map_err(|e| anyhow!("{}: {e}", args.trace.display()))?
+        }
+    };
+    write_body(args, body)
+}
+
+fn read_traces(path: &Path) -> Result<Vec<Trace>> {
+    tpuscope_core::read_traces_file(path).map_err(|e| match e {
         // Its message already names the path and the OS error.
         ReadError::Io { .. } => anyhow!("{e}"),
         other => anyhow!("{}: {other}", path.display()),

@@ -94,8 +94,8 @@ impl Config {
             standin,
             drop_create_options,
             stacks: !off(ENV_STACKS),
-            job_id: get(ENV_JOB_ID).unwrap_or_default(),
-            process_index: num(ENV_PROCESS_INDEX, 0) as u32,
+            job_id: job_id(&get),
+            process_index: process_index(&get),
             live: !off(ENV_LIVE),
             live_viewer_budget_bytes: usize::try_from(num(
                 ENV_LIVE_VIEWER_BUDGET_BYTES,
@@ -104,6 +104,87 @@ impl Config {
             .unwrap_or(usize::MAX),
         }
     }
+}
+
+/// Where a pod's launchers put the process's index, most specific first: jax's launch variables
+/// (XPK and similar set them for `jax.distributed.initialize`), torch distributed's rank
+/// (torchrun), the TPU worker number of the slice (GKE's TPU webhook, Cloud TPU VMs, torch_xla),
+/// SLURM, Open MPI, and a Kubernetes indexed Job's completion index.
+const PROCESS_INDEX_VARS: &[&str] = &[
+    "JAX_PROCESS_ID",
+    "RANK",
+    "TPU_WORKER_ID",
+    "CLOUD_TPU_TASK_ID",
+    "SLURM_PROCID",
+    "OMPI_COMM_WORLD_RANK",
+    "JOB_COMPLETION_INDEX",
+];
+
+/// The process index: `TPUSCOPE_PROCESS_INDEX`, else the first launcher variable that holds a
+/// number, else 0. A multislice job (`MEGASCALE_SLICE_ID`) numbers workers per slice, so the TPU
+/// worker number is offset by the slice times the slice's host count.
+fn process_index(get: &impl Fn(&str) -> Option<String>) -> u32 {
+    let parse = |k: &str| get(k).and_then(|v| v.trim().parse::<u32>().ok());
+    if let Some(i) = parse(ENV_PROCESS_INDEX) {
+        return i;
+    }
+    for k in PROCESS_INDEX_VARS {
+        let Some(i) = parse(k) else { continue };
+        if matches!(*k, "TPU_WORKER_ID" | "CLOUD_TPU_TASK_ID")
+            && let Some(slice) = parse("MEGASCALE_SLICE_ID")
+        {
+            let hosts = get("TPU_WORKER_HOSTNAMES")
+                .map_or(0, |h| h.split(',').filter(|s| !s.trim().is_empty()).count());
+            if let Ok(hosts) = u32::try_from(hosts)
+                && hosts > 0
+            {
+                return slice.saturating_mul(hosts).saturating_add(i);
+            }
+        }
+        return i;
+    }
+    0
+}
+
+/// The job id: `TPUSCOPE_JOB_ID`, else an id the launcher gives every process of the run
+/// (torchrun's rendezvous id, SLURM's job id), else a hash of what all the job's hosts are told
+/// alike: the coordinator address (jax, multislice, torch distributed) or the slice's host list.
+/// Empty when nothing is known. Read once at start: it costs the hooks nothing.
+fn job_id(get: &impl Fn(&str) -> Option<String>) -> String {
+    let val = |k: &str| {
+        get(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(v) = get(ENV_JOB_ID) {
+        return v;
+    }
+    // torchrun's default rendezvous id is "none": shared by every torchrun job, so no identity.
+    if let Some(v) = val("TORCHELASTIC_RUN_ID").filter(|v| v != "none") {
+        return format!("torchelastic-{v}");
+    }
+    if let Some(v) = val("SLURM_JOB_ID") {
+        return format!("slurm-{v}");
+    }
+    let master = match (val("MASTER_ADDR"), val("MASTER_PORT")) {
+        (Some(a), Some(p)) => Some(format!("{a}:{p}")),
+        _ => None,
+    };
+    let keyed = [
+        ("jax", val("JAX_COORDINATOR_ADDRESS")),
+        ("megascale", val("MEGASCALE_COORDINATOR_ADDRESS")),
+        ("torch", master),
+        ("tpu", val("TPU_WORKER_HOSTNAMES")),
+    ];
+    for (kind, v) in keyed {
+        if let Some(v) = v {
+            return format!(
+                "{kind}-{:016x}",
+                tpuscope_core::writer::blob_hash(v.as_bytes())
+            );
+        }
+    }
+    String::new()
 }
 
 #[cfg(test)]
@@ -119,6 +200,71 @@ mod tests {
         );
         assert!(c.enabled && c.stacks);
         assert_eq!(c.memory_interval, Duration::from_millis(100));
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Config {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn process_index_and_job_id_from_pod_launchers() {
+        let none = env(&[]);
+        assert_eq!((none.process_index, none.job_id.as_str()), (0, ""));
+        // Explicit settings win over what launchers set.
+        let c = env(&[
+            (ENV_PROCESS_INDEX, "7"),
+            (ENV_JOB_ID, "run-a"),
+            ("TPU_WORKER_ID", "3"),
+            ("SLURM_JOB_ID", "99"),
+        ]);
+        assert_eq!((c.process_index, c.job_id.as_str()), (7, "run-a"));
+        // A TPU slice on GKE: worker number, and the host list every worker is given.
+        let hosts = "t1v-0,t1v-1,t1v-2,t1v-3";
+        let w2 = env(&[("TPU_WORKER_ID", "2"), ("TPU_WORKER_HOSTNAMES", hosts)]);
+        let w0 = env(&[("TPU_WORKER_ID", "0"), ("TPU_WORKER_HOSTNAMES", hosts)]);
+        assert_eq!((w2.process_index, w0.process_index), (2, 0));
+        assert!(w2.job_id.starts_with("tpu-") && w2.job_id == w0.job_id);
+        let other = env(&[("TPU_WORKER_ID", "0"), ("TPU_WORKER_HOSTNAMES", "x,y")]);
+        assert_ne!(other.job_id, w0.job_id);
+        // Multislice: slice 1 of two 4-host slices, worker 2 → process 6.
+        let ms = env(&[
+            ("TPU_WORKER_ID", "2"),
+            ("TPU_WORKER_HOSTNAMES", hosts),
+            ("MEGASCALE_SLICE_ID", "1"),
+            ("MEGASCALE_COORDINATOR_ADDRESS", "10.0.0.2:8080"),
+        ]);
+        assert_eq!(ms.process_index, 6);
+        assert!(ms.job_id.starts_with("megascale-"));
+        // jax's launch variables come before the TPU worker number.
+        let j = env(&[
+            ("JAX_PROCESS_ID", "5"),
+            ("JAX_COORDINATOR_ADDRESS", "10.0.0.1:1234"),
+            ("TPU_WORKER_ID", "1"),
+        ]);
+        assert_eq!(j.process_index, 5);
+        assert!(j.job_id.starts_with("jax-"));
+        // torchrun: rank, and its rendezvous id unless it is the default "none".
+        let t = env(&[("RANK", "3"), ("TORCHELASTIC_RUN_ID", "abc")]);
+        assert_eq!(
+            (t.process_index, t.job_id.as_str()),
+            (3, "torchelastic-abc")
+        );
+        let t = env(&[
+            ("RANK", "1"),
+            ("TORCHELASTIC_RUN_ID", "none"),
+            ("MASTER_ADDR", "h0"),
+            ("MASTER_PORT", "29500"),
+        ]);
+        assert!(t.job_id.starts_with("torch-"), "{}", t.job_id);
+        let s = env(&[("SLURM_PROCID", "4"), ("SLURM_JOB_ID", "123")]);
+        assert_eq!((s.process_index, s.job_id.as_str()), (4, "slurm-123"));
+        // Garbage is ignored, not taken as 0 from a later variable's absence.
+        let g = env(&[("JAX_PROCESS_ID", "x"), ("TPU_WORKER_ID", "2")]);
+        assert_eq!(g.process_index, 2);
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub fn start(plugin: PluginInfo) -> bool {
         let path = writer::choose_trace_path(
             cfg.out.as_deref(),
             &manifest.host,
+            manifest.process_index,
             manifest.pid,
             wall / 1_000_000_000,
         );

@@ -28,18 +28,27 @@ const IDLE_WAIT: Duration = Duration::from_millis(5);
 const SUMMARY_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Chooses a trace path that does not exist yet. `out` may be a directory, a file, or absent.
-pub fn choose_trace_path(out: Option<&Path>, host: &str, pid: u32, wall_secs: u64) -> PathBuf {
+/// Names carry the host and the process index, so the traces of a job's hosts collected into one
+/// directory sort by host and stay apart.
+pub fn choose_trace_path(
+    out: Option<&Path>,
+    host: &str,
+    process_index: u32,
+    pid: u32,
+    wall_secs: u64,
+) -> PathBuf {
     let stamp = wall_secs;
+    let name = format!("tpuscope-{host}-p{process_index}-{pid}-{stamp}.tps");
     match out {
-        Some(p) if p.is_dir() => p.join(format!("tpuscope-{host}-{pid}-{stamp}.tps")),
+        Some(p) if p.is_dir() => p.join(name),
         Some(p) if !p.exists() => p.to_path_buf(),
         // The file exists (another process of the same run took it): a sibling named for this process.
         Some(p) => {
             let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("trace");
             let dir = p.parent().unwrap_or(Path::new("."));
-            dir.join(format!("{stem}.{host}-{pid}.tps"))
+            dir.join(format!("{stem}.{host}-p{process_index}-{pid}.tps"))
         }
-        None => PathBuf::from(format!("tpuscope-{host}-{pid}-{stamp}.tps")),
+        None => PathBuf::from(name),
     }
 }
 
@@ -355,6 +364,17 @@ fn fill_names(record: &mut Record, name: &'static str, dtype: &'static str) {
 mod tests {
     use super::*;
     use tpuscope_core::event::{Compile, Execute};
+
+    #[test]
+    fn trace_names_carry_host_and_process_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = choose_trace_path(Some(dir.path()), "h1", 3, 42, 1700);
+        assert_eq!(p, dir.path().join("tpuscope-h1-p3-42-1700.tps"));
+        let taken = dir.path().join("job.tps");
+        std::fs::write(&taken, b"").unwrap();
+        let p = choose_trace_path(Some(&taken), "h2", 1, 7, 1700);
+        assert_eq!(p, dir.path().join("job.h2-p1-7.tps"));
+    }
 
     #[test]
     fn past_the_size_cap_executes_are_aggregated_and_compiles_stay_exact() {

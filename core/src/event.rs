@@ -549,6 +549,60 @@ pub struct End {
     pub dropped_total: u64,
 }
 
+/// Frame kind of a [`Segment`] record (format 1.1). Not a [`RecordKind`]: a segment marker is
+/// consumed by the reader to split a merged file into per-host traces, never handed out as an
+/// event.
+pub const SEGMENT_KIND: u16 = 32;
+/// The format minor that introduced segments: what a merged file's header says.
+pub const SEGMENT_MINOR: u16 = 1;
+
+/// Starts one host's part of a merged job trace (`tpuscope merge`): every frame from here to the
+/// next `Segment` is that host's original trace, copied verbatim (its own manifest, string,
+/// stack and blob ids, and monotonic times). `offset_ns` maps the host's monotonic times onto
+/// the job timeline: `job_ns = t_ns + offset_ns` (wall-clock nanoseconds since the Unix epoch).
+#[derive(Clone, PartialEq, Message)]
+pub struct Segment {
+    /// 0, 1, 2, … in file order.
+    #[prost(uint32, tag = "1")]
+    pub index: u32,
+    #[prost(string, tag = "2")]
+    pub host: String,
+    #[prost(uint32, tag = "3")]
+    pub process_index: u32,
+    /// The job the merge put this host in (its manifest's, or one `merge` made up when the
+    /// inputs carried none).
+    #[prost(string, tag = "4")]
+    pub job_id: String,
+    #[prost(int64, tag = "5")]
+    pub offset_ns: i64,
+    /// How `offset_ns` was found: `clock_anchors` (median of wall − mono over the `Clock`
+    /// records), `manifest_start` (the manifest's start pair) or `none` (offset 0).
+    #[prost(string, tag = "6")]
+    pub alignment: String,
+    /// Clock anchors used.
+    #[prost(uint32, tag = "7")]
+    pub anchors: u32,
+    /// Largest minus smallest wall − mono over the anchors: drift and jitter of the host's clocks
+    /// during the run (0 with fewer than two anchors).
+    #[prost(uint64, tag = "8")]
+    pub spread_ns: u64,
+    /// File name the segment came from.
+    #[prost(string, tag = "9")]
+    pub source: String,
+    /// `complete`, `no_end_record` or `cut`: how the source trace ended.
+    #[prost(string, tag = "10")]
+    pub source_completeness: String,
+    #[prost(uint32, tag = "11")]
+    pub pid: u32,
+}
+
+impl Segment {
+    /// The record's payload (what follows a frame header of kind [`SEGMENT_KIND`]).
+    pub fn payload(&self) -> Vec<u8> {
+        self.encode_to_vec()
+    }
+}
+
 /// The kind number of a record, as written in its frame header.
 ///
 /// Numbers are never reused. Readers skip kinds they do not know.

@@ -3,6 +3,7 @@
 //! The collector writes traces with [`writer::TraceWriter`]; everything else reads them with
 //! [`reader::read_trace`].
 
+pub mod align;
 pub mod event;
 pub mod format;
 pub mod hlo;
@@ -12,5 +13,8 @@ pub mod reader;
 pub mod writer;
 
 pub use event::Record;
-pub use reader::{Completeness, ReadError, Trace, TraceBuilder, read_trace, read_trace_file};
+pub use reader::{
+    Completeness, ReadError, Trace, TraceBuilder, read_trace, read_trace_file, read_traces,
+    read_traces_file,
+};
 pub use writer::{RawFrame, TraceWriter};

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::event::{Blob, Client, End, Manifest, Record, RecordKind, StackDef, StringId};
+use crate::event::{
+    Blob, Client, End, Manifest, Record, RecordKind, SEGMENT_KIND, Segment, StackDef, StringId,
+};
 use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
 
 /// Why a file cannot be read as a trace at all.
@@ -357,6 +359,9 @@ pub struct Trace {
     /// Frames with a valid CRC whose payload did not decode.
     pub undecodable_records: u64,
     pub completeness: Completeness,
+    /// In a merged job file, which host's segment this is and its place on the job timeline
+    /// (`None` for a plain trace).
+    pub segment: Option<Segment>,
 }
 
 impl Trace {
@@ -366,10 +371,22 @@ impl Trace {
     }
 }
 
-/// Decodes a whole trace held in memory.
+/// Decodes a whole trace held in memory. For a merged job file (several segments, see
+/// [`read_traces`]) this is the first segment.
 pub fn read_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
-    let header = parse_header(bytes)?;
-    let mut trace = Trace {
+    let mut traces = read_segments(bytes, true)?;
+    // `read_segments` always yields at least one trace.
+    Ok(traces.swap_remove(0))
+}
+
+/// Decodes a trace held in memory into one [`Trace`] per segment: a plain trace gives one, a
+/// merged job file (`tpuscope merge`) one per host, each with its [`Trace::segment`].
+pub fn read_traces(bytes: &[u8]) -> Result<Vec<Trace>, ReadError> {
+    read_segments(bytes, false)
+}
+
+fn empty_trace(header: Header, file_len: u64, segment: Option<Segment>) -> Trace {
+    Trace {
         header,
         manifest: None,
         client: None,
@@ -381,17 +398,65 @@ pub fn read_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
         damage: Vec::new(),
         unknown_records: 0,
         undecodable_records: 0,
-        completeness: Completeness::NoEndRecord {
-            file_len: bytes.len() as u64,
+        completeness: Completeness::NoEndRecord { file_len },
+        segment,
+    }
+}
+
+/// Completeness of a finished segment from its own end record and what the merge noted of its
+/// source; `end_offset` is where the segment's frames end in the file.
+fn segment_completeness(t: &Trace, end_offset: u64, file_len: u64) -> Completeness {
+    let source_cut = t
+        .segment
+        .as_ref()
+        .is_some_and(|s| s.source_completeness == "cut");
+    match (source_cut, &t.end) {
+        (true, _) => Completeness::Cut {
+            offset: end_offset,
+            file_len,
         },
-    };
+        (false, Some(_)) => Completeness::Complete,
+        (false, None) => Completeness::NoEndRecord { file_len },
+    }
+}
+
+fn read_segments(bytes: &[u8], first_only: bool) -> Result<Vec<Trace>, ReadError> {
+    let header = parse_header(bytes)?;
+    let file_len = bytes.len() as u64;
+    let mut done: Vec<Trace> = Vec::new();
+    let mut trace = empty_trace(header, file_len, None);
     // Only a hint: crafted input can announce far more frames than it holds records, so a
     // reservation the allocator refuses is simply skipped.
     let _ = trace.events.try_reserve(count_frames(bytes, header.len));
     let mut cut = None;
+    let mut pos = header.len as u64;
+    let mut frames_in_segment = 0u64;
     for item in FrameIter::new(bytes, header.len) {
         match item {
+            FrameItem::Frame(f) if f.kind == SEGMENT_KIND => {
+                let Ok(seg) = <Segment as prost::Message>::decode(f.payload) else {
+                    trace.undecodable_records += 1;
+                    continue;
+                };
+                // Same rule as `tpuscope merge` splits by: a marker after any frame starts a
+                // new segment.
+                if trace.segment.is_some() || frames_in_segment > 0 {
+                    if first_only {
+                        break;
+                    }
+                    let next = empty_trace(header, file_len, Some(seg));
+                    let mut prev = std::mem::replace(&mut trace, next);
+                    prev.completeness = segment_completeness(&prev, f.offset, file_len);
+                    done.push(prev);
+                } else {
+                    trace.segment = Some(seg);
+                }
+                frames_in_segment = 0;
+                pos = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+            }
             FrameItem::Frame(f) => {
+                pos = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+                frames_in_segment += 1;
                 let Some(kind) = RecordKind::from_u16(f.kind) else {
                     trace.unknown_records += 1;
                     continue;
@@ -401,21 +466,19 @@ pub fn read_trace(bytes: &[u8]) -> Result<Trace, ReadError> {
                     Err(_) => trace.undecodable_records += 1,
                 }
             }
-            FrameItem::Damage(d) => trace.damage.push(d),
+            FrameItem::Damage(d) => {
+                pos = d.offset + d.len;
+                trace.damage.push(d);
+            }
             FrameItem::Truncated { offset } => cut = Some(offset),
         }
     }
     trace.completeness = match (cut, &trace.end) {
-        (Some(offset), _) => Completeness::Cut {
-            offset,
-            file_len: bytes.len() as u64,
-        },
-        (None, Some(_)) => Completeness::Complete,
-        (None, None) => Completeness::NoEndRecord {
-            file_len: bytes.len() as u64,
-        },
+        (Some(offset), _) => Completeness::Cut { offset, file_len },
+        _ => segment_completeness(&trace, pos, file_len),
     };
-    Ok(trace)
+    done.push(trace);
+    Ok(done)
 }
 
 /// Number of frames along the chain of lengths from `start`, without checking CRCs: a cheap
@@ -506,6 +569,7 @@ impl TraceBuilder {
                 unknown_records: 0,
                 undecodable_records: 0,
                 completeness: Completeness::NoEndRecord { file_len: 0 },
+                segment: None,
             });
             self.pending.drain(..header.len);
             self.base = header.len as u64;
@@ -595,6 +659,15 @@ pub fn read_trace_file(path: &Path) -> Result<Trace, ReadError> {
         source,
     })?;
     read_trace(&bytes)
+}
+
+/// Reads a trace file as [`read_traces`] does: one [`Trace`] per host segment.
+pub fn read_traces_file(path: &Path) -> Result<Vec<Trace>, ReadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    read_traces(&bytes)
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tpuscope_core::{Completeness, ReadError, Trace, TraceBuilder, read_trace};
+use tpuscope_core::event::SEGMENT_KIND;
+use tpuscope_core::format::{HEADER_LEN, parse_frame_header};
+use tpuscope_core::{Completeness, ReadError, Trace, TraceBuilder, read_trace, read_traces};
 
 /// The sample opened when no trace is given: a real JAX run that recompiles its train step.
 pub const SAMPLE: &[u8] = include_bytes!("../../sample_traces/real/jax_lr.tps");
@@ -156,6 +158,37 @@ impl Source {
         }
     }
 
+    /// The hosts of a merged job file (`tpuscope merge`), one source each in the file's order
+    /// (process index); `None` when `path` is not a merged file. Never followed: a merge is
+    /// written whole.
+    pub fn open_segments(path: &Path) -> Option<Vec<Source>> {
+        // A merged file starts with a segment record right after the header.
+        let mut head = [0u8; HEADER_LEN + 12];
+        File::open(path).ok()?.read_exact(&mut head).ok()?;
+        let first = parse_frame_header(head.get(HEADER_LEN..)?)?;
+        if first.kind != SEGMENT_KIND {
+            return None;
+        }
+        let bytes = std::fs::read(path).ok()?;
+        let traces = read_traces(&bytes).ok()?;
+        Some(
+            traces
+                .into_iter()
+                .map(|t| {
+                    let host = t.segment.as_ref().map_or_else(String::new, |s| {
+                        format!(" · p{} {}", s.process_index, s.host)
+                    });
+                    Source {
+                        label: format!("{}{host}", path.display()),
+                        path: Some(path.to_path_buf()),
+                        held: Some(Held::Static(Arc::new(t))),
+                        error: None,
+                    }
+                })
+                .collect(),
+        )
+    }
+
     fn failed(label: &str, path: Option<&Path>, error: String) -> Source {
         Source {
             label: label.to_string(),
@@ -200,6 +233,10 @@ pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
     }
     let mut out: Vec<Source> = Vec::new();
     for p in paths {
+        if let Some(hosts) = Source::open_segments(p) {
+            out.extend(hosts);
+            continue;
+        }
         let mut s = Source::open(p, follow);
         let base = s.label.clone();
         let mut n = 2;

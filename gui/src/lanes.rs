@@ -338,6 +338,9 @@ pub struct Timeline {
     /// Step boundaries: (source, ns since its start, step number).
     pub steps: Vec<(usize, u64, u64)>,
     pub spans: usize,
+    /// The sources are the hosts of one job, drawn on the job timeline: `t0` of each is the
+    /// same instant on its own clock, so one x is one moment on every host's lanes.
+    pub aligned: bool,
 }
 
 /// The start a trace's times are drawn from: its manifest's, unless events came earlier.
@@ -356,15 +359,55 @@ pub fn origin(trace: &Trace) -> u64 {
     }
 }
 
+/// The job a trace belongs to: the one a merge put it in, else its manifest's.
+fn job_of(trace: &Trace) -> &str {
+    match (&trace.segment, &trace.manifest) {
+        (Some(s), _) => &s.job_id,
+        (None, Some(m)) => &m.job_id,
+        (None, None) => "",
+    }
+}
+
+/// For the hosts of one job (a merged file, or traces sharing a job id), each source's origin
+/// on its own monotonic clock such that all origins are the same job-timeline instant: the
+/// earliest start of any host. `None` when the traces are not one job's hosts.
+fn job_origins(traces: &[(usize, &Trace)]) -> Option<Vec<u64>> {
+    let job = job_of(traces.first()?.1);
+    if traces.len() < 2 || job.is_empty() || traces.iter().any(|(_, t)| job_of(t) != job) {
+        return None;
+    }
+    let offsets: Vec<i128> = traces
+        .iter()
+        .map(|(_, t)| i128::from(tpuscope_core::align::job_offset_ns(t)))
+        .collect();
+    let start = traces
+        .iter()
+        .zip(&offsets)
+        .map(|((_, t), off)| i128::from(origin(t)) + off)
+        .min()?;
+    Some(
+        offsets
+            .iter()
+            .map(|off| u64::try_from((start - off).max(0)).unwrap_or(0))
+            .collect(),
+    )
+}
+
 impl Timeline {
     /// Lanes of every source, in source order: its threads (by thread id), then its devices.
+    /// The hosts of one job are drawn on the job timeline (see [`Timeline::aligned`]).
     pub fn build(traces: &[(usize, &Trace)]) -> Timeline {
         let mut tl = Timeline::default();
         let sources = traces.iter().map(|(s, _)| *s + 1).max().unwrap_or(0);
         tl.t0 = vec![0; sources];
         let multi = traces.len() > 1;
-        for &(source, trace) in traces {
-            let t0 = origin(trace);
+        let job = job_origins(traces);
+        tl.aligned = job.is_some();
+        for (k, &(source, trace)) in traces.iter().enumerate() {
+            let t0 = job
+                .as_ref()
+                .and_then(|o| o.get(k).copied())
+                .unwrap_or_else(|| origin(trace));
             tl.t0[source] = t0;
             let rel = |t: u64| t.saturating_sub(t0);
             let mut threads: BTreeMap<u32, Vec<(u64, u64, Kind, u32)>> = BTreeMap::new();
@@ -533,7 +576,11 @@ fn preferred_marker(trace: &Trace) -> Option<String> {
 }
 
 fn source_label(trace: &Trace, source: usize) -> String {
+    if let Some(s) = &trace.segment {
+        return format!("p{} {}", s.process_index, s.host);
+    }
     match &trace.manifest {
+        Some(m) if !m.job_id.is_empty() => format!("p{} {}", m.process_index, m.host),
         Some(m) if !m.host.is_empty() => format!("{} pid {}", m.host, m.pid),
         _ => format!("trace {}", source + 1),
     }

@@ -222,6 +222,9 @@ fn sections(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
                     }
                 });
         });
+    if let Some(h) = &r.hosts {
+        hosts(ui, h);
+    }
     let s = &r.steps;
     egui::CollapsingHeader::new(RichText::new("Steps").strong())
         .default_open(true)
@@ -319,4 +322,65 @@ fn sections(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
             }
         });
     action
+}
+
+/// The per-host table of a multi-host job, with its stragglers and lone recompiles.
+fn hosts(ui: &mut egui::Ui, h: &tpuscope_analyzers::hosts::HostsReport) {
+    egui::CollapsingHeader::new(RichText::new("Hosts").strong())
+        .default_open(true)
+        .show(ui, |ui| {
+            ui.label(format!(
+                "{} of one job, on the job timeline (clocks aligned)",
+                plural(h.hosts.len() as u64, "host", "hosts")
+            ));
+            let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
+            egui::Grid::new("summary_hosts")
+                .striped(true)
+                .show(ui, |ui| {
+                    for c in [
+                        "process",
+                        "host",
+                        "compiles",
+                        "recompiles",
+                        "syncs",
+                        "steps",
+                        "median step ms",
+                        "cache hits",
+                        "first step at ms",
+                    ] {
+                        ui.weak(c);
+                    }
+                    ui.end_row();
+                    for x in &h.hosts {
+                        ui.label(x.process_index.to_string());
+                        ui.label(&x.host);
+                        ui.label(x.compiles.to_string());
+                        ui.label(x.recompiles.to_string());
+                        ui.label(x.syncs.to_string());
+                        ui.label(x.steps.to_string());
+                        ui.label(opt(x.median_step_ms));
+                        ui.label(x.cache_hits.to_string());
+                        ui.label(opt(x.first_step_ms));
+                        ui.end_row();
+                    }
+                });
+            for s in &h.stragglers {
+                ui.colored_label(
+                    WARN,
+                    format!(
+                        "straggler: {} (process {}): {}",
+                        s.host, s.process_index, s.details
+                    ),
+                );
+            }
+            for a in &h.recompiles_alone {
+                ui.colored_label(
+                    WARN,
+                    format!(
+                        "recompiles alone: {} (process {}) compiles {} {}×, the others at most {}×",
+                        a.host, a.process_index, a.graph, a.compiles, a.others_max
+                    ),
+                );
+            }
+        });
 }

@@ -1,0 +1,354 @@
+//! The hosts of one job side by side: what each compiled, synced and stepped, which host is
+//! slower than the others (a straggler holds every collective back), and which recompiles a
+//! graph that the other hosts compile once (its program differs from theirs: a host-local input,
+//! flag or code path).
+//!
+//! Step times are compared on the job timeline: each host's monotonic times shifted by its
+//! clock offset ([`tpuscope_core::align`]).
+
+use serde::{Deserialize, Serialize};
+use tpuscope_core::event::Record;
+use tpuscope_core::{Trace, align};
+
+use crate::families::{self, CompileView};
+use crate::report::Finding;
+use crate::source::SourceLoc;
+use crate::steps::Steps;
+use crate::syncs::SyncView;
+
+/// A host whose median step is this much slower than the median host's is a straggler.
+pub const STRAGGLER_SLOWER: f64 = 0.20;
+/// A host whose steps start (or end) later than the median host's by more than this many median
+/// steps, and at least [`LATE_MIN_NS`], is late.
+pub const LATE_STEPS: f64 = 3.0;
+pub const LATE_MIN_NS: u64 = 100_000_000;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct HostsReport {
+    /// One row per host, in the report's trace order (process index).
+    pub hosts: Vec<HostRow>,
+    pub stragglers: Vec<Straggler>,
+    /// Graphs that one host recompiles and the others do not.
+    pub recompiles_alone: Vec<AloneRecompile>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HostRow {
+    /// Index of the trace in the report (`traces[run]`).
+    pub run: usize,
+    pub host: String,
+    pub process_index: u32,
+    pub pid: u32,
+    pub compiles: u64,
+    /// Σ over graphs compiled more than once of (compiles − 1).
+    pub recompiles: u64,
+    pub syncs: u64,
+    pub steps: u64,
+    /// Median step time after the first step (which carries the warm-up compiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_step_ms: Option<f64>,
+    pub cache_hits: u64,
+    /// Added to this host's monotonic times to put them on the job timeline (wall-clock ns).
+    pub clock_offset_ns: i64,
+    /// `clock_anchors`, `manifest_start` or `none`.
+    pub alignment: String,
+    /// Start of the first step and end of the last, in ms from the earliest host's first step,
+    /// on the job timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_step_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_step_end_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Straggler {
+    pub host: String,
+    pub process_index: u32,
+    /// `slow_steps`, `late_start` or `late_end`.
+    pub reason: String,
+    /// What it shows, in words.
+    pub details: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AloneRecompile {
+    pub host: String,
+    pub process_index: u32,
+    pub graph: String,
+    pub compiles: u64,
+    /// The most compiles of this graph on any other host (0: the others never compile it).
+    pub others_max: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLoc>,
+}
+
+/// Builds the per-host view; `traces`, `compiles` and `steps` are indexed by run, `syncs` carry
+/// their run.
+pub fn hosts(
+    traces: &[&Trace],
+    compiles: &[Vec<CompileView>],
+    steps: &[Steps],
+    syncs: &[SyncView],
+) -> HostsReport {
+    let mut rows = Vec::new();
+    // (graph → compiles) per host, and the first call site of each graph.
+    let mut graph_counts: Vec<Vec<(String, u64, Option<SourceLoc>)>> = Vec::new();
+    let mut spans: Vec<Option<(i64, i64)>> = Vec::new();
+    for (run, trace) in traces.iter().enumerate() {
+        let m = trace.manifest.clone().unwrap_or_default();
+        let empty = Vec::new();
+        let cs = compiles.get(run).unwrap_or(&empty);
+        let fams = families::families(cs);
+        let mut counts: Vec<(String, u64, Option<SourceLoc>)> = Vec::new();
+        for f in &fams {
+            let n = f.members.len() as u64;
+            let src = f
+                .members
+                .iter()
+                .find_map(|mb| cs.get(mb.compile).and_then(|c| c.source.clone()));
+            match counts.iter_mut().find(|(g, _, _)| *g == f.graph) {
+                Some(e) => e.1 += n,
+                None => counts.push((f.graph.clone(), n, src)),
+            }
+        }
+        let recompiles = fams
+            .iter()
+            .map(|f| (f.members.len() as u64).saturating_sub(1))
+            .sum();
+        let offset = align::job_offset_ns(trace);
+        let alignment = match &trace.segment {
+            Some(s) => s.alignment.clone(),
+            None => align::alignment(trace).method.to_string(),
+        };
+        let st = steps.get(run);
+        let durations: Vec<u64> = st
+            .map(|s| {
+                s.steps
+                    .iter()
+                    .skip(1)
+                    .map(|x| x.end_ns.saturating_sub(x.start_ns))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let span = st.and_then(|s| {
+            let first = s.steps.first()?;
+            let last = s.steps.last()?;
+            Some((
+                align::to_job_ns(first.start_ns, offset),
+                align::to_job_ns(last.end_ns, offset),
+            ))
+        });
+        spans.push(span);
+        rows.push(HostRow {
+            run,
+            host: m.host.clone(),
+            process_index: m.process_index,
+            pid: m.pid,
+            compiles: cs.len() as u64,
+            recompiles,
+            syncs: syncs.iter().filter(|s| s.run == run).count() as u64,
+            steps: st.map_or(0, |s| s.steps.len() as u64),
+            median_step_ms: median(durations).map(ms),
+            cache_hits: trace
+                .events
+                .iter()
+                .filter(|r| matches!(r, Record::CacheLoad(c) if c.ok))
+                .count() as u64,
+            clock_offset_ns: offset,
+            alignment,
+            first_step_ms: None,
+            last_step_end_ms: None,
+        });
+        graph_counts.push(counts);
+    }
+    let t0 = spans.iter().flatten().map(|s| s.0).min();
+    if let Some(t0) = t0 {
+        for (row, span) in rows.iter_mut().zip(&spans) {
+            if let Some((a, b)) = span {
+                row.first_step_ms = Some(a.saturating_sub(t0) as f64 / 1e6);
+                row.last_step_end_ms = Some(b.saturating_sub(t0) as f64 / 1e6);
+            }
+        }
+    }
+    let stragglers = stragglers(&rows, &spans);
+    let recompiles_alone = alone(&rows, &graph_counts);
+    HostsReport {
+        hosts: rows,
+        stragglers,
+        recompiles_alone,
+    }
+}
+
+fn stragglers(rows: &[HostRow], spans: &[Option<(i64, i64)>]) -> Vec<Straggler> {
+    let mut out = Vec::new();
+    let medians: Vec<f64> = rows.iter().filter_map(|r| r.median_step_ms).collect();
+    let job_median = median_f(&medians);
+    if let Some(job) = job_median.filter(|_| medians.len() >= 2) {
+        for r in rows {
+            let Some(m) = r.median_step_ms else { continue };
+            if job > 0.0 && m >= job * (1.0 + STRAGGLER_SLOWER) {
+                out.push(Straggler {
+                    host: r.host.clone(),
+                    process_index: r.process_index,
+                    reason: "slow_steps".into(),
+                    details: format!(
+                        "median step {m:.1} ms, {:.0}% slower than the median host ({job:.1} ms)",
+                        (m / job - 1.0) * 100.0
+                    ),
+                });
+            }
+        }
+    }
+    let starts: Vec<i64> = spans.iter().flatten().map(|s| s.0).collect();
+    let ends: Vec<i64> = spans.iter().flatten().map(|s| s.1).collect();
+    if starts.len() >= 2 {
+        let step_ns = job_median.map_or(0.0, |m| m * 1e6);
+        let limit = ((step_ns * LATE_STEPS) as i64).max(LATE_MIN_NS as i64);
+        let (ms_start, ms_end) = (median_i(&starts), median_i(&ends));
+        for (r, span) in rows.iter().zip(spans) {
+            let Some((a, b)) = span else { continue };
+            if let Some(s) = ms_start
+                && a - s > limit
+            {
+                out.push(Straggler {
+                    host: r.host.clone(),
+                    process_index: r.process_index,
+                    reason: "late_start".into(),
+                    details: format!(
+                        "first step starts {:.1} ms after the median host's",
+                        (a - s) as f64 / 1e6
+                    ),
+                });
+            }
+            if let Some(e) = ms_end
+                && b - e > limit
+            {
+                out.push(Straggler {
+                    host: r.host.clone(),
+                    process_index: r.process_index,
+                    reason: "late_end".into(),
+                    details: format!(
+                        "last step ends {:.1} ms after the median host's",
+                        (b - e) as f64 / 1e6
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn alone(
+    rows: &[HostRow],
+    counts: &[Vec<(String, u64, Option<SourceLoc>)>],
+) -> Vec<AloneRecompile> {
+    let mut out = Vec::new();
+    if rows.len() < 2 {
+        return out;
+    }
+    for (i, host_counts) in counts.iter().enumerate() {
+        for (graph, n, src) in host_counts {
+            if *n < 2 {
+                continue;
+            }
+            let others_max = counts
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .filter_map(|(_, c)| c.iter().find(|(g, _, _)| g == graph).map(|e| e.1))
+                .max()
+                .unwrap_or(0);
+            if others_max >= 2 {
+                continue;
+            }
+            let Some(r) = rows.get(i) else { continue };
+            out.push(AloneRecompile {
+                host: r.host.clone(),
+                process_index: r.process_index,
+                graph: graph.clone(),
+                compiles: *n,
+                others_max,
+                source: src.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Findings for the report: each host that recompiles alone, each straggler.
+pub fn findings(h: &HostsReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for a in &h.recompiles_alone {
+        let others = if a.others_max == 0 {
+            "the other hosts never compile it".to_string()
+        } else {
+            "the other hosts compile it once".to_string()
+        };
+        out.push(Finding {
+            kind: "host".into(),
+            title: format!(
+                "host {} (process {}) recompiles {} alone: {}× here, {others}",
+                a.host, a.process_index, a.graph, a.compiles
+            ),
+            source: a.source.clone(),
+            suggestion: "this host builds a different program from the others (a host-local \
+                         value, flag or shape baked into the graph); make its inputs and flags \
+                         match the other hosts', and pass changing values as arguments"
+                .into(),
+        });
+    }
+    for s in &h.stragglers {
+        out.push(Finding {
+            kind: "host".into(),
+            title: format!(
+                "host {} (process {}) is a straggler ({}): {}",
+                s.host,
+                s.process_index,
+                s.reason.replace('_', " "),
+                s.details
+            ),
+            source: None,
+            suggestion: "every collective waits for the slowest host: compare this host's \
+                         syncs, compiles and input pipeline with the others' (per-host table), \
+                         and check its machine (thermal, noisy neighbour, data locality)"
+                .into(),
+        });
+    }
+    out
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn median(mut v: Vec<u64>) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    Some(v[v.len() / 2])
+}
+
+fn median_f(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// The lower median: of two hosts, the earlier is the reference the later one is late against.
+fn median_i(v: &[i64]) -> Option<i64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    Some(v[(v.len() - 1) / 2])
+}

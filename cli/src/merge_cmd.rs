@@ -1,0 +1,296 @@
+//! `tpuscope merge`: the traces of one job's hosts in one file, each host a segment with the
+//! offset that puts its monotonic clock on the job's (wall-clock) timeline.
+//!
+//! Frames are copied byte for byte (ids, times and records a newer minor added stay as the
+//! collector wrote them); only a `Segment` record is added before each host. See
+//! docs/trace-format.md, "Merged job files".
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use tpuscope_core::event::{SEGMENT_KIND, SEGMENT_MINOR, Segment};
+use tpuscope_core::format::{self, FORMAT_MAJOR, FRAME_HEADER_LEN};
+use tpuscope_core::reader::{FrameItem, FrameIter, parse_header};
+use tpuscope_core::{Completeness, ReadError, align};
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Traces of the job's hosts (plain traces or earlier merged files).
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// The merged trace to write.
+    #[arg(short = 'o', long = "out", value_name = "JOB.tps")]
+    pub out: PathBuf,
+    /// Replace the output if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// One host's part, found in pass 1; its frames are copied in pass 2.
+struct Part {
+    input: usize,
+    /// Byte ranges of the frames to copy, in file order.
+    ranges: Vec<(usize, usize)>,
+    segment: Segment,
+    start_wall_ns: u64,
+}
+
+pub fn merge(args: &MergeArgs) -> Result<i32> {
+    if args.out.exists() && !args.force {
+        bail!(
+            "{} exists; choose another name or pass --force to replace it",
+            args.out.display()
+        );
+    }
+    for p in &args.traces {
+        if same_file(p, &args.out) {
+            bail!("{} is both an input and the output", p.display());
+        }
+    }
+    let mut parts = Vec::new();
+    for (input, path) in args.traces.iter().enumerate() {
+        let bytes = read(path)?;
+        parts.extend(parts_of(input, path, &bytes)?);
+    }
+    let job_id = job_id(&args.traces, &parts)?;
+    parts.sort_by(|a, b| {
+        (a.segment.process_index, &a.segment.host, a.start_wall_ns).cmp(&(
+            b.segment.process_index,
+            &b.segment.host,
+            b.start_wall_ns,
+        ))
+    });
+    for w in parts.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if (&a.segment.host, a.segment.pid, a.start_wall_ns)
+            == (&b.segment.host, b.segment.pid, b.start_wall_ns)
+        {
+            bail!(
+                "{} and {} hold the same process (host {}, pid {}): give each trace once",
+                args.traces[a.input].display(),
+                args.traces[b.input].display(),
+                a.segment.host,
+                a.segment.pid
+            );
+        }
+    }
+
+    let mut out = Vec::new();
+    out.extend_from_slice(&format::encode_header(FORMAT_MAJOR, SEGMENT_MINOR));
+    // Pass 2, one input in memory at a time.
+    let mut loaded: Option<(usize, Vec<u8>)> = None;
+    for (index, part) in parts.iter_mut().enumerate() {
+        if loaded.as_ref().is_none_or(|(i, _)| *i != part.input) {
+            loaded = Some((part.input, read(&args.traces[part.input])?));
+        }
+        let Some((_, bytes)) = &loaded else { continue };
+        part.segment.index = u32::try_from(index).unwrap_or(u32::MAX);
+        part.segment.job_id.clone_from(&job_id);
+        format::encode_frame(&mut out, SEGMENT_KIND, 0, &part.segment.payload());
+        for &(a, b) in &part.ranges {
+            out.extend_from_slice(bytes.get(a..b).unwrap_or(&[]));
+        }
+    }
+    write_out(&args.out, &out, args.force)?;
+    for p in &parts {
+        let s = &p.segment;
+        eprintln!(
+            "tpuscope: host {} (process {}, pid {}) from {}: offset {} ns ({}, {} anchors, spread {} µs)",
+            s.host,
+            s.process_index,
+            s.pid,
+            s.source,
+            s.offset_ns,
+            s.alignment,
+            s.anchors,
+            s.spread_ns / 1000
+        );
+    }
+    eprintln!(
+        "tpuscope: wrote {} ({} hosts, job {job_id})",
+        args.out.display(),
+        parts.len()
+    );
+    Ok(0)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    fs::read(path).map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The hosts one input holds (one for a plain trace), with the alignment of each.
+fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
+    let header = parse_header(bytes).map_err(|e| match e {
+        ReadError::Io { .. } => anyhow!("{e}"),
+        other => anyhow!("{}: {other}", path.display()),
+    })?;
+    let traces =
+        tpuscope_core::read_traces(bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    // Frame ranges per segment, split by the same rule as the reader: a segment marker after
+    // any frame starts the next segment; damaged bytes and a cut tail are left out.
+    let mut ranges: Vec<Vec<(usize, usize)>> = vec![Vec::new()];
+    let mut marked = false;
+    for item in FrameIter::new(bytes, header.len) {
+        let FrameItem::Frame(f) = item else { continue };
+        let start = usize::try_from(f.offset).unwrap_or(usize::MAX);
+        let end = start + FRAME_HEADER_LEN + f.payload.len();
+        if f.kind == SEGMENT_KIND {
+            if marked || ranges.last().is_some_and(|r| !r.is_empty()) {
+                ranges.push(Vec::new());
+            }
+            marked = true;
+        } else if let Some(r) = ranges.last_mut() {
+            r.push((start, end));
+        }
+    }
+    if ranges.len() != traces.len() {
+        bail!(
+            "{}: internal: {} segments by frames, {} by the reader",
+            path.display(),
+            ranges.len(),
+            traces.len()
+        );
+    }
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let mut parts = Vec::new();
+    for (trace, ranges) in traces.into_iter().zip(ranges) {
+        let Some(m) = &trace.manifest else {
+            eprintln!(
+                "tpuscope: warning: {}: a part without a manifest (damaged start) is left out",
+                path.display()
+            );
+            continue;
+        };
+        let completeness = match trace.completeness {
+            Completeness::Complete => "complete",
+            Completeness::NoEndRecord { .. } => "no_end_record",
+            Completeness::Cut { offset, .. } => {
+                eprintln!(
+                    "tpuscope: warning: {}: cut at byte {offset} (the process was killed or the file is incomplete): merging the {} records before the cut",
+                    path.display(),
+                    trace.events.len()
+                );
+                "cut"
+            }
+        };
+        if !trace.damage.is_empty() {
+            let bytes: u64 = trace.damage.iter().map(|d| d.len).sum();
+            eprintln!(
+                "tpuscope: warning: {}: {bytes} damaged bytes skipped",
+                path.display()
+            );
+        }
+        let a = align::alignment(&trace);
+        // A segment of an earlier merge keeps the name of the file it first came from.
+        let source = trace
+            .segment
+            .as_ref()
+            .map_or_else(|| name.clone(), |s| s.source.clone());
+        parts.push(Part {
+            input,
+            ranges,
+            start_wall_ns: m.start_wall_ns,
+            segment: Segment {
+                index: 0,
+                host: m.host.clone(),
+                process_index: m.process_index,
+                job_id: m.job_id.clone(),
+                offset_ns: a.offset_ns,
+                alignment: a.method.to_string(),
+                anchors: a.anchors,
+                spread_ns: a.spread_ns,
+                source,
+                source_completeness: completeness.to_string(),
+                pid: m.pid,
+            },
+        });
+    }
+    if parts.is_empty() {
+        bail!(
+            "{}: no process in this trace has a manifest",
+            path.display()
+        );
+    }
+    Ok(parts)
+}
+
+/// The job the hosts share: their manifests' id, or one made from the processes when none
+/// carries one. Hosts of different jobs are refused.
+fn job_id(paths: &[PathBuf], parts: &[Part]) -> Result<String> {
+    let mut ids: Vec<(&str, usize)> = parts
+        .iter()
+        .filter(|p| !p.segment.job_id.is_empty())
+        .map(|p| (p.segment.job_id.as_str(), p.input))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup_by(|a, b| a.0 == b.0);
+    match ids.as_slice() {
+        [] => {
+            let mut key = String::new();
+            for p in parts {
+                key.push_str(&format!(
+                    "{}/{}/{};",
+                    p.segment.host, p.segment.pid, p.start_wall_ns
+                ));
+            }
+            Ok(format!(
+                "merged-{:016x}",
+                tpuscope_core::writer::blob_hash(key.as_bytes())
+            ))
+        }
+        [(id, _)] => Ok((*id).to_string()),
+        [(a, ia), (b, ib), ..] => bail!(
+            "the traces belong to different jobs ({} has job id {a:?}, {} has {b:?}); merge the hosts of one job",
+            paths[*ia].display(),
+            paths[*ib].display()
+        ),
+    }
+}
+
+/// Writes through a temporary file next to the output, so a failed merge leaves nothing
+/// half-written; without `force`, the final link refuses to replace a file that appeared since.
+fn write_out(out: &Path, bytes: &[u8], force: bool) -> Result<()> {
+    let dir = out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = out
+        .file_name()
+        .map_or_else(|| "merged.tps".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        let mut f =
+            fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(bytes)
+            .and_then(|()| f.sync_all())
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        if force {
+            fs::rename(&tmp, out).with_context(|| format!("cannot write {}", out.display()))
+        } else {
+            fs::hard_link(&tmp, out).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    anyhow!(
+                        "{} exists; choose another name or pass --force to replace it",
+                        out.display()
+                    )
+                } else {
+                    anyhow!("cannot write {}: {e}", out.display())
+                }
+            })
+        }
+    })();
+    let _ = fs::remove_file(&tmp);
+    result
+}
