@@ -138,7 +138,7 @@ impl PythonEnv {
     }
 }
 
-const PROBE: &str = r#"
+pub(crate) const PROBE: &str = r#"
 import importlib.util, json, os, sys
 def pkgdir(name):
     try:

@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod memory;
 pub mod os;
 pub mod pjrt;
+pub mod probe;
 pub mod python;
 pub mod transfers;
 

@@ -1,0 +1,113 @@
+//! Asks a PJRT plugin which API version it speaks, for `tpuscope doctor`: load it, call its
+//! `GetPjrtApi`, read the table's header. Loading a plugin runs its initializers (a broken one can
+//! crash the process), so callers run this in a throwaway process.
+
+use std::path::Path;
+
+use super::pjrt::{self, ApiVersion, PjrtApi};
+
+/// The newest API minor whose table this crate knows in full (`pjrt::SLOT_COUNT` slots): a newer
+/// plugin is wrapped, but the slots it added pass through unrecorded.
+pub const NEWEST_KNOWN_MINOR: i32 = 117;
+/// The oldest API minor the collector wraps (older tables have another layout).
+pub const MIN_WRAPPABLE_MINOR: i32 = pjrt::MIN_WRAPPABLE_MINOR;
+
+/// What a plugin's table header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PluginApi {
+    pub major: i32,
+    pub minor: i32,
+    /// The table's `struct_size` (bytes): the slots the plugin knows.
+    pub struct_size: usize,
+}
+
+impl PluginApi {
+    /// Function slots in the table (the bytes after the 40-byte header, 8 per slot).
+    pub fn slots(&self) -> usize {
+        self.struct_size.saturating_sub(pjrt::API_HEADER_SIZE) / size_of::<usize>()
+    }
+}
+
+/// Why a plugin could not be probed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    /// `dlopen` failed (missing file, not a shared library, unresolved symbols).
+    #[error("cannot load it: {0}")]
+    Load(String),
+    /// The library has no `GetPjrtApi`: not a PJRT plugin.
+    #[error("not a PJRT plugin (no GetPjrtApi): {0}")]
+    NoEntryPoint(String),
+    /// `GetPjrtApi` returned NULL (a wrapper whose own setup failed).
+    #[error("GetPjrtApi returned NULL (no API table)")]
+    NullTable,
+    /// The table is too small to hold its own version.
+    #[error("GetPjrtApi returned a {0}-byte table, too small for its version")]
+    TruncatedTable(usize),
+}
+
+type GetPjrtApiFn = unsafe extern "C" fn() -> *const PjrtApi;
+
+/// Loads the plugin at `path` (for the rest of the process: its table points into it) and reads
+/// the API version and table size its `GetPjrtApi` reports.
+pub fn plugin_api_version(path: &Path) -> Result<PluginApi, ProbeError> {
+    let flags = libc::RTLD_NOW | libc::RTLD_LOCAL;
+    // SAFETY: loading a PJRT plugin runs its initializers, as a frontend loading it would; the
+    // caller runs this in a process that exists only to do so.
+    let lib = unsafe { libloading::os::unix::Library::open(Some(path), flags) }
+        .map_err(|e| ProbeError::Load(e.to_string()))?;
+    let lib: &'static libloading::os::unix::Library = Box::leak(Box::new(lib));
+    // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin.
+    let get = unsafe { lib.get::<GetPjrtApiFn>(b"GetPjrtApi\0") }
+        .map_err(|e| ProbeError::NoEntryPoint(e.to_string()))?;
+    // SAFETY: calling the plugin's entry point, as a frontend would.
+    let api = unsafe { get() };
+    if api.is_null() {
+        return Err(ProbeError::NullTable);
+    }
+    // SAFETY: a non-NULL table is at least `struct_size` readable bytes (its first field) while
+    // the library stays loaded (forever, leaked above).
+    let struct_size = unsafe { (*api).struct_size };
+    let version_end =
+        std::mem::offset_of!(PjrtApi, pjrt_api_version) + std::mem::offset_of!(ApiVersion, minor);
+    if struct_size < version_end + size_of::<i32>() {
+        return Err(ProbeError::TruncatedTable(struct_size));
+    }
+    // SAFETY: `struct_size` covers the version, checked just above.
+    let version = unsafe { (*api).pjrt_api_version };
+    Ok(PluginApi {
+        major: version.major,
+        minor: version.minor,
+        struct_size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_that_is_not_a_library_is_a_load_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("libnot.so");
+        std::fs::write(&p, b"not an ELF file").unwrap();
+        assert!(matches!(plugin_api_version(&p), Err(ProbeError::Load(_))));
+    }
+
+    #[test]
+    fn a_library_without_the_entry_point_is_not_a_plugin() {
+        // libc is a shared library that certainly has no GetPjrtApi.
+        let err = plugin_api_version(Path::new("libc.so.6")).unwrap_err();
+        assert!(matches!(err, ProbeError::NoEntryPoint(_)), "{err}");
+        assert!(err.to_string().contains("not a PJRT plugin"));
+    }
+
+    #[test]
+    fn slot_count_from_struct_size() {
+        let api = PluginApi {
+            major: 0,
+            minor: 115,
+            struct_size: pjrt::API_STRUCT_SIZE,
+        };
+        assert_eq!(api.slots(), pjrt::SLOT_COUNT);
+    }
+}
