@@ -256,7 +256,9 @@ fn find_stream(pid: u32) -> Option<UnixStream> {
     None
 }
 
-fn descends_from(mut p: u32, ancestor: u32) -> bool {
+/// Whether `p` is `ancestor` or one of its descendants (a shell or launcher may sit between
+/// `tpuscope run` and the instrumented process).
+pub(crate) fn descends_from(mut p: u32, ancestor: u32) -> bool {
     for _ in 0..64 {
         if p == ancestor {
             return true;
@@ -269,7 +271,7 @@ fn descends_from(mut p: u32, ancestor: u32) -> bool {
     false
 }
 
-fn parent_of(pid: u32) -> Option<u32> {
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(PathBuf::from(format!("/proc/{pid}/stat"))).ok()?;
     // The command name may hold spaces and parentheses: fields follow the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];

@@ -1,0 +1,532 @@
+//! What the endpoint exposes: the numbers of one process's report, turned into metric families,
+//! and the guard that keeps every counter series monotonic for the life of the endpoint.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tpuscope_analyzers::report::Report;
+use tpuscope_core::Trace;
+use tpuscope_core::event::Record;
+use tpuscope_core::live::VIEWER_LAGGED;
+
+use super::text::{Family, Kind, Labels};
+
+/// One HBM sample row: device, bytes in use (last sample), peak, limit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hbm {
+    pub device: i32,
+    pub in_use: i64,
+    pub peak: i64,
+    pub limit: Option<i64>,
+}
+
+/// The numbers of one instrumented process, taken from its trace and report. Small and cheap to
+/// keep: the endpoint caches one per process between analyses.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcMetrics {
+    pub pid: u32,
+    pub host: String,
+    pub process_index: u32,
+    pub job_id: String,
+    pub frontend: String,
+    pub platform: String,
+    pub collector_version: String,
+    pub start_seconds: f64,
+    pub compiles: u64,
+    pub compile_failures: u64,
+    pub compile_seconds: f64,
+    pub families: u64,
+    /// (family, cause) → recompiles: every member of a family after its first, by the cause
+    /// found against its nearest earlier sibling.
+    pub recompiles: BTreeMap<(String, String), u64>,
+    pub recompiles_after_warmup: u64,
+    pub syncs: u64,
+    pub sync_bytes: u64,
+    pub sync_stall_seconds: f64,
+    pub steps: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_stores: u64,
+    pub cache_load_failures: u64,
+    pub hbm: Vec<Hbm>,
+    pub dropped_events: u64,
+    pub errors: u64,
+    pub records: u64,
+    pub frames_lost: u64,
+}
+
+impl ProcMetrics {
+    /// `None` until the manifest (the stream's first record) has arrived: without it there is no
+    /// host or process index to label the series with.
+    pub fn from_analysis(trace: &Trace, report: &Report) -> Option<ProcMetrics> {
+        let m = trace.manifest.as_ref()?;
+        let info = report.traces.first();
+        let mut recompiles: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for fam in &report.recompiles {
+            for member in fam.members.iter().skip(1) {
+                let cause = member.cause.unwrap_or(fam.cause).as_str().to_string();
+                *recompiles.entry((fam.graph.clone(), cause)).or_insert(0) += 1;
+            }
+        }
+        let frames_lost = trace
+            .events
+            .iter()
+            .filter_map(|r| match r {
+                // The note carries this viewer's total so far.
+                Record::Note(n) if n.topic == VIEWER_LAGGED => n.message.trim().parse().ok(),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        Some(ProcMetrics {
+            pid: m.pid,
+            host: m.host.clone(),
+            process_index: m.process_index,
+            job_id: m.job_id.clone(),
+            frontend: info.map_or_else(|| m.frontend.clone(), |t| t.frontend.clone()),
+            platform: trace
+                .client
+                .as_ref()
+                .map(|c| c.platform_name.clone())
+                .unwrap_or_default(),
+            collector_version: m.collector_version.clone(),
+            start_seconds: m.start_wall_ns as f64 / 1e9,
+            compiles: report.compiles.total,
+            compile_failures: report.compiles.failed,
+            compile_seconds: report.compiles.compile_ms / 1e3,
+            families: report.compiles.families,
+            recompiles,
+            recompiles_after_warmup: report.compiles.recompiles,
+            syncs: report.syncs.iter().map(|s| s.count).sum(),
+            sync_bytes: report.syncs.iter().map(|s| s.bytes).sum(),
+            sync_stall_seconds: report.syncs.iter().map(|s| s.stall_ms).sum::<f64>() / 1e3,
+            steps: report.steps.count,
+            cache_hits: report.cache.persistent_hits,
+            cache_misses: report.cache.recompiled_same_program,
+            cache_stores: report.cache.persistent_stores,
+            cache_load_failures: report.cache.deserialize_failures,
+            hbm: report
+                .hbm
+                .iter()
+                .map(|d| Hbm {
+                    device: d.device,
+                    in_use: d.last_bytes,
+                    peak: d.peak_bytes,
+                    limit: d.limit_bytes,
+                })
+                .collect(),
+            dropped_events: info.map_or(0, |t| t.dropped_events),
+            errors: report.errors.iter().map(|e| e.count).sum(),
+            records: trace.events.len() as u64,
+            frames_lost,
+        })
+    }
+
+    /// The labels every series of this process carries.
+    fn labels(&self) -> Labels {
+        vec![
+            ("host", self.host.clone()),
+            ("process_index", self.process_index.to_string()),
+            ("pid", self.pid.to_string()),
+        ]
+    }
+}
+
+/// One watched process: its numbers (once its manifest arrived) and whether it still streams.
+pub struct ProcState<'a> {
+    pub metrics: &'a ProcMetrics,
+    pub running: bool,
+}
+
+fn with(mut base: Labels, extra: &[(&'static str, String)]) -> Labels {
+    base.extend(extra.iter().cloned());
+    base
+}
+
+/// Every family, in a fixed order, for the processes seen so far. `host` labels the series that
+/// belong to the endpoint rather than to one process.
+pub fn families(host: &str, procs: &[ProcState<'_>]) -> Vec<Family> {
+    use Kind::{Counter, Gauge};
+    let mut processes = Family::new(
+        "tpuscope_processes",
+        Gauge,
+        "Instrumented processes of this `tpuscope run` whose live stream was read (running or ended).",
+    );
+    processes.add(vec![("host", host.to_string())], procs.len() as f64);
+
+    let mut info = Family::new(
+        "tpuscope_info",
+        Gauge,
+        "Always 1: who a process is (frontend, job, platform, collector version); join on host, process_index, pid.",
+    );
+    let mut running = Family::new(
+        "tpuscope_process_running",
+        Gauge,
+        "1 while the process's live stream is open, 0 once it ended.",
+    );
+    let mut start = Family::new(
+        "tpuscope_process_start_time_seconds",
+        Gauge,
+        "Start of the process's recording, seconds since the Unix epoch.",
+    );
+    let mut compiles = Family::new(
+        "tpuscope_compiles_total",
+        Counter,
+        "PJRT compiles (failed ones included).",
+    );
+    let mut compile_failures = Family::new(
+        "tpuscope_compile_failures_total",
+        Counter,
+        "PJRT compiles that returned an error.",
+    );
+    let mut compile_seconds = Family::new(
+        "tpuscope_compile_seconds_total",
+        Counter,
+        "Wall time spent in PJRT compiles.",
+    );
+    let mut graph_families = Family::new(
+        "tpuscope_graph_families",
+        Gauge,
+        "Graph families: distinct graphs compiled, constants and sizes abstracted.",
+    );
+    let mut recompiles = Family::new(
+        "tpuscope_recompiles_total",
+        Counter,
+        "Compiles of a graph family after its first, by family (executable name) and cause against the nearest earlier sibling (constant_changed, shape_changed, dtype_changed, structure_changed, options_changed, identical_program, unknown); warm-up recompiles included.",
+    );
+    let mut after_warmup = Family::new(
+        "tpuscope_recompiles_after_warmup",
+        Gauge,
+        "Recompiles the report counts as findings (after the first two steps). A gauge: it can fall when step detection changes its mind as the run goes on.",
+    );
+    let mut syncs = Family::new(
+        "tpuscope_host_syncs_total",
+        Counter,
+        "Host syncs: blocking device-to-host reads and waits on device results.",
+    );
+    let mut sync_bytes = Family::new(
+        "tpuscope_host_sync_bytes_total",
+        Counter,
+        "Bytes read back to the host by host syncs.",
+    );
+    let mut sync_stall = Family::new(
+        "tpuscope_sync_stall_seconds_total",
+        Counter,
+        "Time the host stood blocked in host syncs.",
+    );
+    let mut steps = Family::new(
+        "tpuscope_steps_total",
+        Counter,
+        "Training or serving steps (agent markers, else launches of the dominant executable).",
+    );
+    let mut cache_hits = Family::new(
+        "tpuscope_cache_hits_total",
+        Counter,
+        "Executables loaded from the persistent compilation cache.",
+    );
+    let mut cache_misses = Family::new(
+        "tpuscope_cache_misses_total",
+        Counter,
+        "Compiles of a program (with the same options) already compiled earlier: hits that should have been.",
+    );
+    let mut cache_stores = Family::new(
+        "tpuscope_cache_stores_total",
+        Counter,
+        "Executables stored into the persistent compilation cache.",
+    );
+    let mut cache_load_failures = Family::new(
+        "tpuscope_cache_load_failures_total",
+        Counter,
+        "Persistent-cache loads that failed.",
+    );
+    let mut hbm = Family::new(
+        "tpuscope_hbm_bytes_in_use",
+        Gauge,
+        "Device memory in use at the latest sample, by device.",
+    );
+    let mut hbm_peak = Family::new(
+        "tpuscope_hbm_peak_bytes",
+        Gauge,
+        "Highest device memory in use sampled so far, by device.",
+    );
+    let mut hbm_limit = Family::new(
+        "tpuscope_hbm_bytes_limit",
+        Gauge,
+        "Device memory the allocator can use, by device (when the plugin reports it).",
+    );
+    let mut dropped = Family::new(
+        "tpuscope_dropped_events_total",
+        Counter,
+        "Events the collector dropped because its queue was full (missing from the trace and these counts).",
+    );
+    let mut frames_lost = Family::new(
+        "tpuscope_live_frames_lost_total",
+        Counter,
+        "Trace frames this endpoint's live stream lost because it read slower than the workload wrote (the trace file has them).",
+    );
+    let mut errors = Family::new(
+        "tpuscope_pjrt_errors_total",
+        Counter,
+        "PJRT calls that returned an error.",
+    );
+    let mut records = Family::new(
+        "tpuscope_trace_records_total",
+        Counter,
+        "Event records received from the process's live stream.",
+    );
+
+    for p in procs {
+        let m = p.metrics;
+        let base = m.labels();
+        info.add(
+            with(
+                base.clone(),
+                &[
+                    ("frontend", m.frontend.clone()),
+                    ("job_id", m.job_id.clone()),
+                    ("platform", m.platform.clone()),
+                    ("collector_version", m.collector_version.clone()),
+                ],
+            ),
+            1.0,
+        );
+        running.add(base.clone(), if p.running { 1.0 } else { 0.0 });
+        start.add(base.clone(), m.start_seconds);
+        compiles.add(base.clone(), m.compiles as f64);
+        compile_failures.add(base.clone(), m.compile_failures as f64);
+        compile_seconds.add(base.clone(), m.compile_seconds);
+        graph_families.add(base.clone(), m.families as f64);
+        for ((family, cause), n) in &m.recompiles {
+            recompiles.add(
+                with(
+                    base.clone(),
+                    &[("family", family.clone()), ("cause", cause.clone())],
+                ),
+                *n as f64,
+            );
+        }
+        after_warmup.add(base.clone(), m.recompiles_after_warmup as f64);
+        syncs.add(base.clone(), m.syncs as f64);
+        sync_bytes.add(base.clone(), m.sync_bytes as f64);
+        sync_stall.add(base.clone(), m.sync_stall_seconds);
+        steps.add(base.clone(), m.steps as f64);
+        cache_hits.add(base.clone(), m.cache_hits as f64);
+        cache_misses.add(base.clone(), m.cache_misses as f64);
+        cache_stores.add(base.clone(), m.cache_stores as f64);
+        cache_load_failures.add(base.clone(), m.cache_load_failures as f64);
+        for d in &m.hbm {
+            let labels = with(base.clone(), &[("device", d.device.to_string())]);
+            hbm.add(labels.clone(), d.in_use as f64);
+            hbm_peak.add(labels.clone(), d.peak as f64);
+            if let Some(limit) = d.limit {
+                hbm_limit.add(labels, limit as f64);
+            }
+        }
+        dropped.add(base.clone(), m.dropped_events as f64);
+        frames_lost.add(base.clone(), m.frames_lost as f64);
+        errors.add(base.clone(), m.errors as f64);
+        records.add(base, m.records as f64);
+    }
+    vec![
+        processes,
+        info,
+        running,
+        start,
+        compiles,
+        compile_failures,
+        compile_seconds,
+        graph_families,
+        recompiles,
+        after_warmup,
+        syncs,
+        sync_bytes,
+        sync_stall,
+        steps,
+        cache_hits,
+        cache_misses,
+        cache_stores,
+        cache_load_failures,
+        hbm,
+        hbm_peak,
+        hbm_limit,
+        dropped,
+        frames_lost,
+        errors,
+        records,
+    ]
+}
+
+/// Keeps counters monotonic across scrapes: each analysis recomputes the counts from the whole
+/// trace, and regrouping (a family split or merged as members arrive, steps re-detected) could
+/// move a count between series or lower one. A scraper reads a drop as a counter reset and
+/// turns it into a spike, so a counter series never goes below the highest value it showed, and
+/// never disappears while the endpoint lives.
+#[derive(Debug, Default)]
+pub struct Monotonic {
+    seen: HashMap<&'static str, BTreeMap<Labels, f64>>,
+}
+
+impl Monotonic {
+    pub fn apply(&mut self, families: &mut [Family]) {
+        for f in families.iter_mut().filter(|f| f.kind == Kind::Counter) {
+            let seen = self.seen.entry(f.name).or_default();
+            for (labels, value) in f.samples.iter_mut() {
+                let high = seen.entry(labels.clone()).or_insert(*value);
+                if *value < *high {
+                    *value = *high;
+                } else {
+                    *high = *value;
+                }
+            }
+            for (labels, high) in seen.iter() {
+                f.samples.entry(labels.clone()).or_insert(*high);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::text::encode;
+    use super::*;
+
+    fn proc(pid: u32, compiles: u64, recompiles: &[(&str, &str, u64)]) -> ProcMetrics {
+        ProcMetrics {
+            pid,
+            host: "h\"1".into(),
+            process_index: 3,
+            compiles,
+            recompiles: recompiles
+                .iter()
+                .map(|(f, c, n)| ((f.to_string(), c.to_string()), *n))
+                .collect(),
+            hbm: vec![Hbm {
+                device: 0,
+                in_use: 10,
+                peak: 20,
+                limit: None,
+            }],
+            ..ProcMetrics::default()
+        }
+    }
+
+    fn sample(fams: &[Family], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let f = fams.iter().find(|f| f.name == name)?;
+        f.samples
+            .iter()
+            .find(|(l, _)| {
+                labels
+                    .iter()
+                    .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn every_process_series_carries_host_process_index_and_pid() {
+        let a = proc(7, 4, &[("jit_f", "shape_changed", 3)]);
+        let b = proc(8, 1, &[]);
+        let fams = families(
+            "me",
+            &[
+                ProcState {
+                    metrics: &a,
+                    running: true,
+                },
+                ProcState {
+                    metrics: &b,
+                    running: false,
+                },
+            ],
+        );
+        for f in fams.iter().filter(|f| f.name != "tpuscope_processes") {
+            for labels in f.samples.keys() {
+                let names: Vec<&str> = labels.iter().map(|(k, _)| *k).collect();
+                assert_eq!(&names[..3], ["host", "process_index", "pid"], "{}", f.name);
+            }
+        }
+        assert_eq!(
+            sample(&fams, "tpuscope_compiles_total", &[("pid", "7")]),
+            Some(4.0)
+        );
+        assert_eq!(
+            sample(
+                &fams,
+                "tpuscope_recompiles_total",
+                &[
+                    ("pid", "7"),
+                    ("family", "jit_f"),
+                    ("cause", "shape_changed")
+                ]
+            ),
+            Some(3.0)
+        );
+        assert_eq!(
+            sample(&fams, "tpuscope_process_running", &[("pid", "8")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample(&fams, "tpuscope_hbm_bytes_in_use", &[("device", "0")]),
+            Some(10.0)
+        );
+        // No limit reported: no sample rather than a made-up one.
+        assert_eq!(sample(&fams, "tpuscope_hbm_bytes_limit", &[]), None);
+        let text = encode(&fams);
+        assert!(text.contains("host=\"h\\\"1\""), "{text}");
+        assert!(text.contains("# TYPE tpuscope_recompiles_total counter\n"));
+        assert!(text.contains("# TYPE tpuscope_hbm_bytes_in_use gauge\n"));
+    }
+
+    #[test]
+    fn counters_never_fall_nor_vanish_but_gauges_follow_the_analysis() {
+        let mut guard = Monotonic::default();
+        let first = proc(7, 5, &[("jit_f", "constant_changed", 2)]);
+        let mut fams = families(
+            "me",
+            &[ProcState {
+                metrics: &first,
+                running: true,
+            }],
+        );
+        guard.apply(&mut fams);
+        // A later analysis regrouped: fewer compiles counted, the recompiles moved to a new cause.
+        let mut second = proc(7, 4, &[("jit_f", "shape_changed", 1)]);
+        second.hbm[0].in_use = 5;
+        let mut fams = families(
+            "me",
+            &[ProcState {
+                metrics: &second,
+                running: true,
+            }],
+        );
+        guard.apply(&mut fams);
+        assert_eq!(sample(&fams, "tpuscope_compiles_total", &[]), Some(5.0));
+        assert_eq!(
+            sample(
+                &fams,
+                "tpuscope_recompiles_total",
+                &[("cause", "constant_changed")]
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            sample(
+                &fams,
+                "tpuscope_recompiles_total",
+                &[("cause", "shape_changed")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(sample(&fams, "tpuscope_hbm_bytes_in_use", &[]), Some(5.0));
+        // And growth passes through.
+        let third = proc(7, 9, &[]);
+        let mut fams = families(
+            "me",
+            &[ProcState {
+                metrics: &third,
+                running: true,
+            }],
+        );
+        guard.apply(&mut fams);
+        assert_eq!(sample(&fams, "tpuscope_compiles_total", &[]), Some(9.0));
+    }
+}
