@@ -116,6 +116,9 @@ const EXAMPLE_ENV: &[&str] = &[
     "TORCHINDUCTOR_CACHE_DIR",
     "TPUSCOPE_EXAMPLE_CACHE_DIR",
     "TPUSCOPE_EXAMPLE_CAPTURABLE",
+    // Where dynamo's logs go, and whether `tpuscope run` turns them on (the tests say).
+    "TORCH_TRACE",
+    "TPUSCOPE_TORCH_TRACE",
 ];
 
 /// Runs an example under `tpuscope run --no-tui --quiet`; asserts it exited 0, printed one
@@ -312,6 +315,8 @@ const ADAMW: Example = Example::new("torch_xla", "torch_xla/adamw_lr_scheduler.p
 const XLA_CLEAN: Example = Example::new("torch_xla", "torch_xla/clean_loop.py");
 const VARIABLE_SEQ: Example = Example::new("torch_tpu", "torch_tpu/compile_variable_seq.py");
 const TPU_CLEAN: Example = Example::new("torch_tpu", "torch_tpu/clean_loop.py");
+const GRAPH_BREAK_AND_GUARD: Example =
+    Example::new("torch_tpu", "torch_tpu/graph_break_and_guard.py");
 
 #[test]
 fn jax_lr_python_float_is_a_constant_change_at_the_lr_line() {
@@ -686,4 +691,185 @@ fn torch_tpu_clean_loop_has_no_finding() {
         &dir.path().join("out"),
     );
     assert_clean(&TPU_CLEAN, &run);
+}
+
+/// `tpuscope report --format json` with extra arguments; must exit 0.
+fn report_args(trace: &Path, args: &[&std::ffi::OsStr]) -> Report {
+    let out = Command::new(tpuscope())
+        .args(["report", "--format", "json"])
+        .arg(trace)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn torch_tpu_graph_break_and_guard_failure_from_dynamo_logs_next_to_their_compiles() {
+    let ex = &GRAPH_BREAK_AND_GUARD;
+    let dir = tempfile::tempdir().unwrap();
+    let inductor = dir.path().join("inductor");
+    let out = dir.path().join("out");
+    // TorchTPU reads TORCH_TRACE too (it then names programs after their lines), so `tpuscope
+    // run` sets it for TorchTPU only when asked.
+    let run = run_example(
+        ex,
+        &[],
+        &[
+            ("TORCHINDUCTOR_CACHE_DIR", inductor.to_str().unwrap()),
+            ("TPUSCOPE_TORCH_TRACE", "1"),
+        ],
+        &out,
+    );
+    let recompiles = run.num("recompiles");
+    assert_eq!(recompiles + 1, run.num("scales"));
+    // `tpuscope run` set TORCH_TRACE and left the logs next to the trace, under its name.
+    let logs = run.trace.with_extension("torch_trace");
+    let files = std::fs::read_dir(&logs)
+        .unwrap_or_else(|e| panic!("{}: {e}", logs.display()))
+        .count();
+    assert!(files >= 1, "no log in {}", logs.display());
+    let trace = tpuscope_core::read_trace_file(&run.trace).unwrap();
+    let compile_events: std::collections::BTreeSet<usize> = trace
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r, tpuscope_core::Record::Compile(_)))
+        .map(|(i, _)| i)
+        .collect();
+
+    // `report` finds them by itself.
+    let r = report(&[&run.trace]);
+    let d = r
+        .dynamo
+        .as_ref()
+        .unwrap_or_else(|| panic!("no dynamo section\n{}", dump(&r)));
+    let json = serde_json::to_string_pretty(d).unwrap();
+    assert_eq!(d.logs.len(), 1, "{json}");
+    assert!(d.logs[0].note.is_empty(), "{json}");
+
+    // The graph break, at its line, once, with the two programs it split the step into.
+    assert_eq!(d.graph_breaks.len(), 1, "{json}");
+    let gb = &d.graph_breaks[0];
+    assert_at(
+        "graph break",
+        gb.source.as_ref(),
+        ex,
+        ex.marker("tpuscope", "graph_break"),
+        &r,
+    );
+    assert_eq!(gb.count, 1, "{json}");
+    assert!(gb.reason.contains("graph_break()"), "{json}");
+    let graphs: std::collections::BTreeSet<&str> =
+        gb.compiles.iter().map(|c| c.graph.as_str()).collect();
+    assert_eq!(graphs.len(), 2, "{json}");
+    let resume = format!("resume_in_step_at_{}", ex.marker("tpuscope", "graph_break"));
+    assert!(graphs.iter().any(|g| g.contains(&resume)), "{graphs:?}");
+
+    // The guard failure, at the line reading the global, once per new value, next to exactly
+    // the recompiles PJRT saw of the resume function's program.
+    assert_eq!(d.guard_failures.len(), 1, "{json}");
+    let gf = &d.guard_failures[0];
+    assert_at(
+        "guard failure",
+        gf.source.as_ref(),
+        ex,
+        ex.marker("tpuscope", "guard_failure"),
+        &r,
+    );
+    assert_eq!(gf.count, recompiles, "{json}");
+    assert!(gf.guards.iter().all(|g| g.contains("LOSS_SCALE")), "{json}");
+    let fam = r
+        .recompiles
+        .iter()
+        .find(|f| f.graph.contains(&resume))
+        .unwrap_or_else(|| panic!("no recompile family of the resume function\n{}", dump(&r)));
+    assert_eq!(fam.count, recompiles + 1, "{}", dump(&r));
+    let later: Vec<usize> = fam.members.iter().skip(1).map(|m| m.event).collect();
+    let caused: Vec<usize> = gf.compiles.iter().map(|c| c.event).collect();
+    assert_eq!(caused, later, "{json}");
+
+    // Every frame compile compiled its own programs: no PJRT compile counted twice, all real.
+    assert_eq!(d.frame_compiles.len() as u64, 2 + recompiles, "{json}");
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &d.frame_compiles {
+        assert!(!f.compiles.is_empty(), "{json}");
+        for c in &f.compiles {
+            assert!(compile_events.contains(&c.event), "{json}");
+            assert!(seen.insert(c.event), "{json}");
+        }
+    }
+
+    // Findings: the graph break with its fix; the guard failure explains the recompile finding.
+    let gbf: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == "graph_break")
+        .collect();
+    assert_eq!(gbf.len(), 1, "{}", dump(&r));
+    assert_at(
+        "graph break finding",
+        gbf[0].source.as_ref(),
+        ex,
+        gb.source.as_ref().unwrap().line,
+        &r,
+    );
+    let rec: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == "recompile")
+        .collect();
+    assert_eq!(rec.len(), 1, "{}", dump(&r));
+    let guard_at = format!(
+        "graph_break_and_guard.py:{}",
+        ex.marker("tpuscope", "guard_failure")
+    );
+    assert!(
+        rec[0].title.contains("dynamo: guard") && rec[0].title.contains(&guard_at),
+        "{}",
+        rec[0].title
+    );
+    assert_eq!(r.findings.len(), 2, "{}", dump(&r));
+
+    // Logs moved away: the report still works and says where they were; --torch-trace finds
+    // them again.
+    let moved = dir.path().join("moved");
+    std::fs::rename(&logs, &moved).unwrap();
+    let r = report_args(&run.trace, &[]);
+    let d = r.dynamo.as_ref().expect("no dynamo section");
+    assert!(d.logs[0].note.contains("--torch-trace"), "{:?}", d.logs);
+    assert!(d.graph_breaks.is_empty());
+    assert!(
+        r.findings.iter().all(|f| f.kind != "graph_break"),
+        "{}",
+        dump(&r)
+    );
+    let r = report_args(&run.trace, &["--torch-trace".as_ref(), moved.as_os_str()]);
+    let d = r.dynamo.as_ref().expect("no dynamo section");
+    assert_eq!(d.graph_breaks.len(), 1);
+    assert_eq!(d.guard_failures[0].count, recompiles);
+
+    // The text report puts both next to the compiles they caused.
+    let out = Command::new(tpuscope())
+        .args(["report", "--torch-trace"])
+        .arg(&moved)
+        .arg(&run.trace)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_in_order(
+        &text,
+        &[
+            "Dynamo:".to_string(),
+            format!(
+                "graph break at torch_tpu/graph_break_and_guard.py:{}",
+                gb.source.as_ref().unwrap().line
+            ),
+            "caused: 0/0".to_string(),
+            format!("guard failed at torch_tpu/{guard_at}"),
+            "caused: 1/1".to_string(),
+        ],
+    );
 }

@@ -18,6 +18,8 @@ const ENV_EXACT: &[&str] = &[
     "PJRT_DEVICE",
     "JAX_PLATFORMS",
     "PJRT_NAMES_AND_LIBRARY_PATHS",
+    // Where dynamo's structured logs go, so `tpuscope report` finds them without `--torch-trace`.
+    "TORCH_TRACE",
 ];
 const ENV_PREFIXES: &[&str] = &["TPU_", "XLA_", "TORCH_TPU_", "TPUSCOPE_", "PT_XLA_", "JAX_"];
 
