@@ -11,12 +11,14 @@ pub mod families;
 pub mod flame;
 pub mod hbm;
 pub mod hlo_text;
+pub mod hosts;
 pub mod program;
 pub mod report;
 pub mod source;
 pub mod steps;
 pub mod suggest;
 pub mod syncs;
+pub mod torch_trace;
 pub mod units;
 
 pub use diff::Cause;

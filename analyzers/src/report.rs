@@ -41,6 +41,13 @@ pub struct Report {
     pub budgets: Vec<BudgetResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineResult>,
+    /// The hosts of a multi-host job side by side (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<crate::hosts::HostsReport>,
+    /// dynamo's graph breaks and guard failures from `TORCH_TRACE` logs (absent without logs;
+    /// filled in by `torch_trace::attach`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamo: Option<crate::torch_trace::DynamoReport>,
 }
 
 /// One analysed trace.
@@ -289,11 +296,12 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
             .map_or(0, |m| m.start_wall_ns)
     };
     let job = |i: usize| {
-        inputs[i]
-            .trace
-            .manifest
+        // A segment of a merged file carries the job the merge put it in.
+        let t = inputs[i].trace;
+        t.segment
             .as_ref()
-            .map(|m| m.job_id.clone())
+            .map(|s| s.job_id.clone())
+            .or_else(|| t.manifest.as_ref().map(|m| m.job_id.clone()))
             .unwrap_or_default()
     };
     let multi_host =
@@ -353,6 +361,8 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         findings: Vec::new(),
         budgets: Vec::new(),
         baseline: None,
+        hosts: None,
+        dynamo: None,
     };
 
     let mut all_compiles = Vec::new();
@@ -408,6 +418,11 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         .map(|t| t.frontend.clone())
         .unwrap_or_default();
     report.findings = findings(&report, &frontend, &all_steps);
+    if multi_host {
+        let h = crate::hosts::hosts(&traces, &all_compiles, &all_steps, &all_syncs);
+        report.findings.extend(crate::hosts::findings(&h));
+        report.hosts = Some(h);
+    }
     report
 }
 

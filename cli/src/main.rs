@@ -1,12 +1,15 @@
 //! The `tpuscope` command line.
 
 mod attach;
+mod doctor;
 mod dump;
 mod env_cmd;
 mod export_cmd;
 mod live_stream;
 mod live_ui;
 mod locate;
+mod merge_cmd;
+mod metrics;
 mod ps;
 mod report_cmd;
 mod run;
@@ -52,6 +55,13 @@ enum Cmd {
     View(view_cmd::ViewArgs),
     /// Export a trace: Chrome trace-event JSON (Perfetto UI) or a flamegraph SVG.
     Export(export_cmd::ExportArgs),
+    /// Check Python, frontends, PJRT plugins, TPU, collector and environment; say how to fix problems.
+    Doctor(doctor::DoctorArgs),
+    /// Internal (doctor): load a PJRT plugin and print its API version as one JSON line.
+    #[command(name = "__probe-plugin", hide = true)]
+    ProbePlugin { path: PathBuf },
+    /// Merge the traces of one job's hosts into one file, aligned on their wall clocks.
+    Merge(merge_cmd::MergeArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +82,9 @@ fn main() -> ExitCode {
         Cmd::Ps(args) => ps::ps(args),
         Cmd::View(args) => view_cmd::view(args),
         Cmd::Export(args) => export_cmd::export(args),
+        Cmd::Doctor(args) => doctor::doctor(args),
+        Cmd::ProbePlugin { path } => doctor::probe_plugin_cmd(path),
+        Cmd::Merge(args) => merge_cmd::merge(args),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

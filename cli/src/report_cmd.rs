@@ -4,6 +4,7 @@ mod fmt;
 mod junit;
 mod markdown;
 mod text;
+mod torch_logs;
 
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -64,6 +65,11 @@ pub struct ReportArgs {
     /// An earlier `report --format json`: exit 1 on regressions against it.
     #[arg(long, value_name = "OLD.json")]
     pub baseline: Option<PathBuf>,
+    /// dynamo's structured logs (a TORCH_TRACE directory, or one of its files) for the traces'
+    /// graph breaks and guard failures. Default: `<trace>.torch_trace/` next to each trace, else
+    /// the directory its `tpuscope run` recorded.
+    #[arg(long = "torch-trace", value_name = "DIR")]
+    pub torch_trace: Option<PathBuf>,
 }
 
 /// Builds the report; returns the exit status (1 when a budget or the baseline failed).
@@ -77,9 +83,24 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
                 .map_err(|e| anyhow!("--budget {b}: {e}"))
         })
         .collect::<Result<Vec<Budget>>>()?;
+    if let Some(d) = &args.torch_trace
+        && !d.exists()
+    {
+        bail!("--torch-trace {}: no such file or directory", d.display());
+    }
     let mut traces = Vec::new();
+    // The file each input came from, for the logs next to it.
+    let mut sources: Vec<&Path> = Vec::new();
     for p in &args.traces {
-        traces.push((p.display().to_string(), read_trace(p)?));
+        // A merged job file gives one input per host.
+        for t in read_traces(p)? {
+            let path = match &t.segment {
+                Some(s) => format!("{}#{}/p{}", p.display(), s.host, s.process_index),
+                None => p.display().to_string(),
+            };
+            traces.push((path, t));
+            sources.push(p);
+        }
     }
     let baseline = match &args.baseline {
         Some(p) => Some(read_baseline(p)?),
@@ -94,6 +115,14 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         })
         .collect();
     let mut rep = report::analyze(&inputs);
+    let torch_logs: Vec<_> = traces
+        .iter()
+        .zip(&sources)
+        .filter_map(|((path, t), file)| {
+            torch_logs::find(args.torch_trace.as_deref(), file, t, path)
+        })
+        .collect();
+    tpuscope_analyzers::torch_trace::attach(&mut rep, &inputs, &torch_logs);
     report::apply_budgets(&mut rep, &budgets);
     if let Some(b) = &baseline {
         report::compare_baseline(&mut rep, b);
@@ -154,8 +183,8 @@ fn printable(r: &Report) -> Report {
         .unwrap_or_else(|| r.clone())
 }
 
-fn read_trace(path: &Path) -> Result<tpuscope_core::Trace> {
-    tpuscope_core::read_trace_file(path).map_err(|e| match e {
+fn read_traces(path: &Path) -> Result<Vec<tpuscope_core::Trace>> {
+    tpuscope_core::read_traces_file(path).map_err(|e| match e {
         // Its message already names the path and the OS error: no chain to repeat them.
         ReadError::Io { .. } => anyhow!("{e}"),
         other => anyhow!("{}: {other}", path.display()),

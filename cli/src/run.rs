@@ -31,6 +31,10 @@ pub struct RunArgs {
     /// Do not print the summary after the workload exits.
     #[arg(long)]
     pub quiet: bool,
+    /// Serve Prometheus metrics of the workload at http://ADDR/metrics while it runs: PORT or
+    /// :PORT (loopback), HOST:PORT; port 0 picks a free one (the address is printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     /// The workload command.
     #[arg(last = true, required = true)]
     pub cmd: Vec<String>,
@@ -226,6 +230,18 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     if let Some(f) = py_env.as_ref().and_then(PythonEnv::only_frontend) {
         env.push(("TPUSCOPE_FRONTEND".into(), f.into()));
     }
+    // dynamo's structured logs, for `tpuscope report` to show next to the PJRT findings.
+    let torch_trace = torch_trace_plan(py_env.as_ref(), &out);
+    if let Some(t) = &torch_trace {
+        env.extend(t.env());
+    }
+
+    // Bound before the workload starts: a taken port is bad input, not a run without metrics.
+    let metrics = args
+        .metrics
+        .as_deref()
+        .map(crate::metrics::Exporter::start)
+        .transpose()?;
 
     let mut command = Command::new(args.cmd.first().context("no command given")?);
     command.args(args.cmd.iter().skip(1));
@@ -251,6 +267,8 @@ pub fn run(args: &RunArgs) -> Result<i32> {
             )
         })?
     };
+    // The endpoint closes with the workload (its last scrape saw the counts; the trace has all).
+    drop(metrics);
 
     let new: Vec<PathBuf> = list_traces(&out.dir)
         .difference(&out.before)
@@ -276,6 +294,9 @@ pub fn run(args: &RunArgs) -> Result<i32> {
             _ => log,
         };
         eprintln!("tpuscope: workload output: {}", log.display());
+    }
+    if let Some(t) = &torch_trace {
+        t.finish(&new);
     }
     for path in &new {
         if args.quiet {
@@ -348,6 +369,97 @@ fn run_with_live_view(command: &mut Command, dir: &Path) -> Result<(ExitStatus, 
         terminate: term,
     })?;
     Ok((status, log_path))
+}
+
+/// Where dynamo's `TORCH_TRACE` logs of a torch workload go.
+struct TorchTrace {
+    dir: PathBuf,
+    /// Chosen by tpuscope (else the user's own `TORCH_TRACE`, left alone).
+    ours: bool,
+}
+
+/// Where dynamo's logs go: the user's `TORCH_TRACE` when set; else, when tpuscope turns it on,
+/// `<trace stem>.torch_trace/` next to the trace when `--out` names the file, or a directory in
+/// the output directory renamed after the trace when the run ends.
+///
+/// On by default for torch_xla, where only dynamo reads `TORCH_TRACE`. TorchTPU also reads it:
+/// it then captures a Python traceback for every eager op and names its programs after the
+/// line (`tt_jit_<file>_L67C0_main_sum` instead of `tt_jit_sum`), which changes what the trace
+/// holds — so for TorchTPU (or when the frontend is unknown) it is on only with
+/// `TPUSCOPE_TORCH_TRACE=1`. `TPUSCOPE_TORCH_TRACE=0` turns it off everywhere.
+fn torch_trace_plan(py: Option<&PythonEnv>, out: &OutSpec) -> Option<TorchTrace> {
+    let asked = std::env::var_os("TPUSCOPE_TORCH_TRACE");
+    if asked.as_deref().is_some_and(|v| v == "0") {
+        return None;
+    }
+    if let Some(user) = std::env::var_os("TORCH_TRACE") {
+        // An empty one is passed on as it is (torch 2.15 fails on it), not recorded.
+        if user.is_empty() {
+            return None;
+        }
+        let p = PathBuf::from(user);
+        // Relative to the workload's directory, which is ours: recorded absolute for the report.
+        let dir = std::env::current_dir().map_or(p.clone(), |cwd| cwd.join(&p));
+        return Some(TorchTrace { dir, ours: false });
+    }
+    let py = py?;
+    let on = match asked.as_deref() {
+        Some(v) if v == "1" => py.has_torch_xla || py.has_torch_tpu,
+        _ => py.only_frontend() == Some("torch_xla"),
+    };
+    if !on {
+        return None;
+    }
+    let dir = if out.target == out.dir {
+        out.dir
+            .join(format!("tpuscope-{}.torch_trace", std::process::id()))
+    } else {
+        out.target.with_extension("torch_trace")
+    };
+    Some(TorchTrace { dir, ours: true })
+}
+
+impl TorchTrace {
+    /// `TORCH_TRACE` for torch (unless the user set it), and `TPUSCOPE_TORCH_TRACE`, which the
+    /// collector records in the manifest so that `tpuscope report` finds the logs.
+    fn env(&self) -> Vec<(String, OsString)> {
+        let mut env = vec![("TPUSCOPE_TORCH_TRACE".into(), self.dir.clone().into())];
+        if self.ours {
+            env.push(("TORCH_TRACE".into(), self.dir.clone().into()));
+        }
+        env
+    }
+
+    /// After the run: no clutter when nothing was logged; with one trace, the logs are renamed
+    /// `<trace stem>.torch_trace/`, where `tpuscope report` looks first.
+    fn finish(&self, new_traces: &[PathBuf]) {
+        if !self.ours {
+            return;
+        }
+        let empty = std::fs::read_dir(&self.dir).is_ok_and(|mut d| d.next().is_none());
+        if empty {
+            let _ = std::fs::remove_dir(&self.dir);
+            return;
+        }
+        if !self.dir.exists() {
+            return;
+        }
+        let dir = match new_traces {
+            [one] => {
+                let named = one.with_extension("torch_trace");
+                if named == self.dir || named.exists() {
+                    self.dir.clone()
+                } else {
+                    match std::fs::rename(&self.dir, &named) {
+                        Ok(()) => named,
+                        Err(_) => self.dir.clone(),
+                    }
+                }
+            }
+            _ => self.dir.clone(),
+        };
+        eprintln!("tpuscope: dynamo logs (TORCH_TRACE): {}", dir.display());
+    }
 }
 
 /// The workload's exit code; a signal death maps to 128 + signal like a shell does.

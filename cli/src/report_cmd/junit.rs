@@ -211,7 +211,19 @@ fn cases(r: &Report) -> Vec<Case> {
     }
     if cases.is_empty() {
         // Nothing was asked to gate: report the findings without failing (the exit status is 0).
-        for kind in FINDING_KINDS {
+        // The usual kinds always get a case (stable names); rarer ones (per-host, dynamo) only
+        // when present.
+        let mut kinds: Vec<&str> = FINDING_KINDS.to_vec();
+        let mut extra: Vec<&str> = r
+            .findings
+            .iter()
+            .map(|f| f.kind.as_str())
+            .filter(|k| !FINDING_KINDS.contains(k))
+            .collect();
+        extra.sort_unstable();
+        extra.dedup();
+        kinds.extend(extra);
+        for kind in kinds {
             let lines: Vec<String> = r
                 .findings
                 .iter()
@@ -320,5 +332,38 @@ mod tests {
         );
         assert_eq!(text("bell\u{7}"), "bell\u{FFFD}");
         assert_eq!(attr("nul\u{0}"), "nul\u{FFFD}");
+    }
+
+    #[test]
+    fn rarer_finding_kinds_get_their_own_case_after_the_usual_ones() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../sample_traces/real/jax_lr.tps");
+        let trace = tpuscope_core::reader::read_trace_file(&path).unwrap();
+        let mut r = tpuscope_analyzers::report::analyze(&[tpuscope_analyzers::report::Input {
+            path: path.display().to_string(),
+            trace: &trace,
+        }]);
+        for kind in ["host", "graph_break", "host"] {
+            r.findings.push(tpuscope_analyzers::report::Finding {
+                kind: kind.into(),
+                title: format!("a {kind} finding"),
+                source: None,
+                suggestion: "fix it".into(),
+            });
+        }
+        let names: Vec<String> = cases(&r).into_iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                "recompile",
+                "sync",
+                "cache",
+                "hbm",
+                "oom",
+                "error",
+                "graph_break",
+                "host"
+            ]
+        );
     }
 }

@@ -106,7 +106,9 @@ pub fn render(r: &Report) -> String {
     }
     findings(&mut o, r);
     recompiles(&mut o, r);
+    dynamo(&mut o, r);
     syncs(&mut o, r);
+    hosts(&mut o, r);
     summary(&mut o, r);
     budgets(&mut o, r);
     baseline(&mut o, r);
@@ -281,6 +283,67 @@ fn syncs(o: &mut String, r: &Report) {
     }
 }
 
+/// The per-host table of a multi-host job.
+fn hosts(o: &mut String, r: &Report) {
+    let Some(h) = &r.hosts else { return };
+    let _ = writeln!(o, "\n### Hosts\n");
+    table_head(
+        o,
+        &[
+            "process",
+            "host",
+            "compiles",
+            "recompiles",
+            "syncs",
+            "steps",
+            "median step ms",
+            "cache hits",
+            "first step at ms",
+        ],
+        &[true, false, true, true, true, true, true, true, true],
+    );
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), ms);
+    for x in &h.hosts {
+        row(
+            o,
+            &[
+                x.process_index.to_string(),
+                code(&x.host, Ctx::Cell),
+                x.compiles.to_string(),
+                x.recompiles.to_string(),
+                x.syncs.to_string(),
+                x.steps.to_string(),
+                opt(x.median_step_ms),
+                x.cache_hits.to_string(),
+                opt(x.first_step_ms),
+            ],
+        );
+    }
+    if !h.stragglers.is_empty() || !h.recompiles_alone.is_empty() {
+        o.push('\n');
+    }
+    for s in &h.stragglers {
+        let _ = writeln!(
+            o,
+            "- Straggler: {} (process {}): {}",
+            code(&s.host, Ctx::Prose),
+            s.process_index,
+            md(&s.details, Ctx::Prose)
+        );
+    }
+    for a in &h.recompiles_alone {
+        let _ = writeln!(
+            o,
+            "- Recompiles alone: {} (process {}) compiles {} {}×, the others at most {}×",
+            code(&a.host, Ctx::Prose),
+            a.process_index,
+            code(&a.graph, Ctx::Prose),
+            a.compiles,
+            a.others_max
+        );
+    }
+}
+
 fn summary(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\n### Steps, cache, memory, errors\n");
     let s = &r.steps;
@@ -388,6 +451,71 @@ fn baseline(o: &mut String, r: &Report) {
     }
     for x in &b.improvements {
         let _ = writeln!(o, "- ✅ {}", md(x, Ctx::Prose));
+    }
+}
+
+/// dynamo's graph breaks and guard failures (TORCH_TRACE), with the PJRT compiles they caused.
+fn dynamo(o: &mut String, r: &Report) {
+    let Some(d) = &r.dynamo else { return };
+    let _ = writeln!(o, "\n### Dynamo (TORCH_TRACE)\n");
+    for l in d.logs.iter().filter(|l| !l.note.is_empty()) {
+        let _ = writeln!(
+            o,
+            "> {}: {}\n",
+            code(&l.dir, Ctx::Prose),
+            md(&l.note, Ctx::Prose)
+        );
+    }
+    if d.graph_breaks.is_empty() && d.guard_failures.is_empty() {
+        let _ = writeln!(
+            o,
+            "No graph breaks or guard failures ({}).",
+            plural(
+                d.frame_compiles.len() as u64,
+                "frame compile",
+                "frame compiles"
+            )
+        );
+        return;
+    }
+    table_head(
+        o,
+        &["event", "line", "count", "reason", "PJRT compiles caused"],
+        &[false, false, true, false, false],
+    );
+    let compiles = |c: &[tpuscope_analyzers::torch_trace::CausedCompile]| {
+        c.iter()
+            .map(|c| format!("{} {}", c.compile_id, code(&c.graph, Ctx::Cell)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let at = |s: Option<&tpuscope_analyzers::SourceLoc>| {
+        s.map_or_else(String::new, |s| code(&loc(s), Ctx::Cell))
+    };
+    for g in &d.graph_breaks {
+        row(
+            o,
+            &[
+                "graph break".into(),
+                at(g.source.as_ref()),
+                g.count.to_string(),
+                md(&g.reason, Ctx::Cell),
+                compiles(&g.compiles),
+            ],
+        );
+    }
+    for g in &d.guard_failures {
+        let guards: Vec<String> = g.guards.iter().map(|x| code(x, Ctx::Cell)).collect();
+        row(
+            o,
+            &[
+                "guard failure".into(),
+                at(g.source.as_ref()),
+                g.count.to_string(),
+                guards.join(", "),
+                compiles(&g.compiles),
+            ],
+        );
     }
 }
 

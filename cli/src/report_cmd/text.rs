@@ -173,8 +173,10 @@ pub fn render(r: &Report, st: &Style) -> String {
     warnings(&mut o, r);
     findings(&mut o, r);
     recompiles(&mut o, r);
+    dynamo(&mut o, r);
     syncs(&mut o, r);
     steps(&mut o, r);
+    hosts(&mut o, r);
     cache(&mut o, r);
     memory(&mut o, r);
     oom(&mut o, r);
@@ -528,6 +530,67 @@ fn steps(o: &mut Out<'_>, r: &Report) {
     }
 }
 
+/// The per-host table of a multi-host job.
+fn hosts(o: &mut Out<'_>, r: &Report) {
+    let Some(h) = &r.hosts else { return };
+    o.section("Hosts", &plural(h.hosts.len() as u64, "host", "hosts"));
+    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), ms);
+    // Offsets are ~1.7e18 ns (wall − uptime): what matters is how far each host's clock is
+    // from the first one's.
+    let base = h.hosts.first().map_or(0, |x| x.clock_offset_ns);
+    let rows: Vec<Vec<String>> = h
+        .hosts
+        .iter()
+        .map(|x| {
+            vec![
+                x.process_index.to_string(),
+                x.host.clone(),
+                x.compiles.to_string(),
+                x.recompiles.to_string(),
+                x.syncs.to_string(),
+                x.steps.to_string(),
+                opt(x.median_step_ms),
+                x.cache_hits.to_string(),
+                opt(x.first_step_ms),
+                format!(
+                    "{:+.3} ms ({})",
+                    (x.clock_offset_ns - base) as f64 / 1e6,
+                    x.alignment
+                ),
+            ]
+        })
+        .collect();
+    o.table(
+        2,
+        &[
+            "proc",
+            "host",
+            "compiles",
+            "recompiles",
+            "syncs",
+            "steps",
+            "median step ms",
+            "cache hits",
+            "first step at ms",
+            "clock vs first",
+        ],
+        &rows,
+        &[true, false, true, true, true, true, true, true, true, false],
+    );
+    for s in &h.stragglers {
+        o.line(&format!(
+            "  straggler: {} (process {}): {}",
+            s.host, s.process_index, s.details
+        ));
+    }
+    for a in &h.recompiles_alone {
+        o.line(&format!(
+            "  recompiles alone: {} (process {}) compiles {} {}×, the others at most {}×",
+            a.host, a.process_index, a.graph, a.compiles, a.others_max
+        ));
+    }
+}
+
 fn cache(o: &mut Out<'_>, r: &Report) {
     let c = &r.cache;
     o.section("Cache", "");
@@ -760,6 +823,120 @@ fn verdict(o: &mut Out<'_>, r: &Report) {
     };
     o.blank();
     o.line(&s);
+}
+
+/// `0/0 name (12.3 ms), 1/0 other (4.5 ms)`: the PJRT compiles dynamo caused.
+fn caused(c: &[tpuscope_analyzers::torch_trace::CausedCompile]) -> String {
+    if c.is_empty() {
+        return "no PJRT compile (programs reused or loaded)".into();
+    }
+    c.iter()
+        .map(|c| format!("{} {} ({} ms)", c.compile_id, c.graph, ms(c.compile_ms)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// dynamo's account from TORCH_TRACE logs: graph breaks and guard failures at their lines, with
+/// the PJRT compiles each caused.
+fn dynamo(o: &mut Out<'_>, r: &Report) {
+    let Some(d) = &r.dynamo else { return };
+    if d.frame_compiles.is_empty() && d.logs.iter().all(|l| l.entries == 0) {
+        // No logs (or none of these processes): one line, not a section.
+        let notes: Vec<&str> = d.logs.iter().map(|l| l.note.as_str()).collect();
+        o.section("Dynamo", &o.st.dim(&notes.join("; ")));
+        return;
+    }
+    let many_runs = r.traces.len() > 1;
+    let run = |n: usize| {
+        if many_runs {
+            format!(" (run {n})")
+        } else {
+            String::new()
+        }
+    };
+    let rest = format!(
+        "{}, {}, {} (TORCH_TRACE)",
+        plural(d.graph_breaks.len() as u64, "graph break", "graph breaks"),
+        plural(
+            d.guard_failures.iter().map(|g| g.count).sum(),
+            "guard failure",
+            "guard failures"
+        ),
+        plural(
+            d.frame_compiles.len() as u64,
+            "frame compile",
+            "frame compiles"
+        ),
+    );
+    o.section("Dynamo", &rest);
+    for l in &d.logs {
+        let mut what = format!(
+            "{}{}: {}, {}",
+            l.dir,
+            run(l.run),
+            plural(l.files as u64, "file", "files"),
+            plural(l.entries, "entry", "entries")
+        );
+        if l.skipped_lines > 0 {
+            let _ = write!(what, ", {} unreadable lines skipped", l.skipped_lines);
+        }
+        if !l.torch_version.is_empty() {
+            let _ = write!(what, ", torch {}", l.torch_version);
+        }
+        if !l.note.is_empty() {
+            let _ = write!(what, " — {}", o.st.yellow(&l.note));
+        }
+        let label = o.st.dim("logs:");
+        o.para(2, &label, 5, &what);
+    }
+    for g in &d.graph_breaks {
+        let at = g.source.as_ref().map_or_else(|| "?".into(), loc);
+        let head = format!("graph break at {}{}", o.st.bold(&at), run(g.run));
+        o.line(&format!("  {head}: {}×, {}", g.count, g.reason));
+        if !g.hint.is_empty() {
+            let label = o.st.green("hint:");
+            o.para(4, &label, 5, &g.hint);
+        }
+        o.para(4, "caused:", 7, &caused(&g.compiles));
+    }
+    for g in &d.guard_failures {
+        let at = g.source.as_ref().map_or_else(|| "?".into(), loc);
+        let head = format!("guard failed at {}{}", o.st.bold(&at), run(g.run));
+        o.line(&format!(
+            "  {head}: {} of {}",
+            plural(g.count, "recompile", "recompiles"),
+            g.function
+        ));
+        o.para(4, "guards:", 7, &g.guards.join("; "));
+        o.para(4, "caused:", 7, &caused(&g.compiles));
+    }
+    if d.frame_compiles.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = d
+        .frame_compiles
+        .iter()
+        .map(|f| {
+            vec![
+                f.compile_id.clone(),
+                f.t_ms.map_or_else(|| "?".into(), |t| format!("{t:.0}")),
+                f.dur_ms.map_or_else(|| "?".into(), ms),
+                f.why.clone(),
+                f.source.as_ref().map_or_else(|| f.function.clone(), loc_fn),
+                if f.failed.is_empty() {
+                    f.compiles.len().to_string()
+                } else {
+                    o.st.red(&format!("{} (failed: {})", f.compiles.len(), f.failed))
+                },
+            ]
+        })
+        .collect();
+    o.table(
+        2,
+        &["frame", "at ms", "ms", "why", "function", "PJRT compiles"],
+        &rows,
+        &[false, true, true, false, false, false],
+    );
 }
 
 #[cfg(test)]
