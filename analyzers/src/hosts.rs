@@ -18,6 +18,9 @@ use crate::syncs::SyncView;
 
 /// A host whose median step is this much slower than the median host's is a straggler.
 pub const STRAGGLER_SLOWER: f64 = 0.20;
+/// ... and at least this much slower in absolute terms: sub-millisecond differences are timer and
+/// scheduling noise, not a host holding collectives back.
+pub const STRAGGLER_MIN_MS: f64 = 1.0;
 /// A host whose steps start (or end) later than the median host's by more than this many median
 /// steps, and at least [`LATE_MIN_NS`], is late.
 pub const LATE_STEPS: f64 = 3.0;
@@ -186,7 +189,7 @@ fn stragglers(rows: &[HostRow], spans: &[Option<(i64, i64)>]) -> Vec<Straggler> 
     if let Some(job) = job_median.filter(|_| medians.len() >= 2) {
         for r in rows {
             let Some(m) = r.median_step_ms else { continue };
-            if job > 0.0 && m >= job * (1.0 + STRAGGLER_SLOWER) {
+            if job > 0.0 && m >= job * (1.0 + STRAGGLER_SLOWER) && m - job >= STRAGGLER_MIN_MS {
                 out.push(Straggler {
                     host: r.host.clone(),
                     process_index: r.process_index,

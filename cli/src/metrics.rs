@@ -58,6 +58,8 @@ fn parse_addr(spec: &str) -> Result<Vec<SocketAddr>> {
 
 /// The running endpoint; dropping it stops serving.
 pub struct Exporter {
+    /// Where `/metrics` is served.
+    pub url: String,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -66,8 +68,8 @@ impl Exporter {
     /// Binds `spec`, prints the address it serves on, and starts watching this process's
     /// instrumented descendants.
     pub fn start(spec: &str) -> Result<Exporter> {
-        let (exporter, addr) = Exporter::bind(spec)?;
-        eprintln!("tpuscope: metrics on http://{addr}/metrics");
+        let (exporter, _) = Exporter::bind(spec)?;
+        eprintln!("tpuscope: metrics on {}", exporter.url);
         Ok(exporter)
     }
 
@@ -106,6 +108,7 @@ impl Exporter {
         };
         Ok((
             Exporter {
+                url: format!("http://{addr}/metrics"),
                 stop,
                 threads: vec![watcher, serve],
             },

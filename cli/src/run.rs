@@ -251,7 +251,14 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     let live = !args.no_tui && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     let mut log = None;
     let status = if live {
-        let (status, log_path) = run_with_live_view(&mut command, &out.dir).with_context(|| {
+        let (status, log_path) = run_with_live_view(
+            &mut command,
+            &out.dir,
+            metrics
+                .as_ref()
+                .map(|m| format!("tpuscope: metrics on {}", m.url)),
+        )
+        .with_context(|| {
             format!(
                 "cannot start {}",
                 args.cmd.first().map(String::as_str).unwrap_or("")
@@ -310,7 +317,12 @@ pub fn run(args: &RunArgs) -> Result<i32> {
 
 /// Runs the workload with its output in the live view (and in a log file in `dir`); returns its
 /// status and the log's path.
-fn run_with_live_view(command: &mut Command, dir: &Path) -> Result<(ExitStatus, PathBuf)> {
+/// `notice` is shown first in the Output tab (the terminal's stderr is behind the view).
+fn run_with_live_view(
+    command: &mut Command,
+    dir: &Path,
+    notice: Option<String>,
+) -> Result<(ExitStatus, PathBuf)> {
     use std::io::{BufRead, BufReader, Write as _};
     use std::process::Stdio;
     use std::sync::Mutex;
@@ -335,6 +347,9 @@ fn run_with_live_view(command: &mut Command, dir: &Path) -> Result<(ExitStatus, 
             .with_context(|| format!("cannot create {}", log_path.display()))?,
     ));
     let (tx, rx) = mpsc::channel();
+    if let Some(n) = notice {
+        let _ = tx.send(n);
+    }
     let pipes: Vec<Box<dyn std::io::Read + Send>> = [
         child
             .stdout
