@@ -63,6 +63,41 @@ pub struct HostRow {
     pub last_step_end_ms: Option<f64>,
 }
 
+/// Titles of the per-host table's columns, in the order of [`HostRow::cells`] (the report formats
+/// and the GUI show the same table).
+pub const TABLE_COLUMNS: [&str; 9] = [
+    "process",
+    "host",
+    "compiles",
+    "recompiles",
+    "syncs",
+    "steps",
+    "median step ms",
+    "cache hits",
+    "first step at ms",
+];
+
+/// Which of [`TABLE_COLUMNS`] hold numbers (right-aligned).
+pub const TABLE_NUMERIC: [bool; 9] = [true, false, true, true, true, true, true, true, true];
+
+impl HostRow {
+    /// This host's row of the per-host table, as text.
+    pub fn cells(&self) -> [String; 9] {
+        let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), crate::units::ms);
+        [
+            self.process_index.to_string(),
+            self.host.clone(),
+            self.compiles.to_string(),
+            self.recompiles.to_string(),
+            self.syncs.to_string(),
+            self.steps.to_string(),
+            opt(self.median_step_ms),
+            self.cache_hits.to_string(),
+            opt(self.first_step_ms),
+        ]
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Straggler {
     pub host: String,

@@ -333,34 +333,17 @@ fn hosts(ui: &mut egui::Ui, h: &tpuscope_analyzers::hosts::HostsReport) {
                 "{} of one job, on the job timeline (clocks aligned)",
                 plural(h.hosts.len() as u64, "host", "hosts")
             ));
-            let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
             egui::Grid::new("summary_hosts")
                 .striped(true)
                 .show(ui, |ui| {
-                    for c in [
-                        "process",
-                        "host",
-                        "compiles",
-                        "recompiles",
-                        "syncs",
-                        "steps",
-                        "median step ms",
-                        "cache hits",
-                        "first step at ms",
-                    ] {
+                    for c in tpuscope_analyzers::hosts::TABLE_COLUMNS {
                         ui.weak(c);
                     }
                     ui.end_row();
                     for x in &h.hosts {
-                        ui.label(x.process_index.to_string());
-                        ui.label(&x.host);
-                        ui.label(x.compiles.to_string());
-                        ui.label(x.recompiles.to_string());
-                        ui.label(x.syncs.to_string());
-                        ui.label(x.steps.to_string());
-                        ui.label(opt(x.median_step_ms));
-                        ui.label(x.cache_hits.to_string());
-                        ui.label(opt(x.first_step_ms));
+                        for cell in x.cells() {
+                            ui.label(cell);
+                        }
                         ui.end_row();
                     }
                 });

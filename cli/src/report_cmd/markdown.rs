@@ -2,6 +2,7 @@
 //! findings and tables.
 
 use std::fmt::Write as _;
+use tpuscope_analyzers::hosts;
 
 use tpuscope_analyzers::report::{Report, failed};
 
@@ -287,37 +288,11 @@ fn syncs(o: &mut String, r: &Report) {
 fn hosts(o: &mut String, r: &Report) {
     let Some(h) = &r.hosts else { return };
     let _ = writeln!(o, "\n### Hosts\n");
-    table_head(
-        o,
-        &[
-            "process",
-            "host",
-            "compiles",
-            "recompiles",
-            "syncs",
-            "steps",
-            "median step ms",
-            "cache hits",
-            "first step at ms",
-        ],
-        &[true, false, true, true, true, true, true, true, true],
-    );
-    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), ms);
+    table_head(o, &hosts::TABLE_COLUMNS, &hosts::TABLE_NUMERIC);
     for x in &h.hosts {
-        row(
-            o,
-            &[
-                x.process_index.to_string(),
-                code(&x.host, Ctx::Cell),
-                x.compiles.to_string(),
-                x.recompiles.to_string(),
-                x.syncs.to_string(),
-                x.steps.to_string(),
-                opt(x.median_step_ms),
-                x.cache_hits.to_string(),
-                opt(x.first_step_ms),
-            ],
-        );
+        let mut cells = x.cells();
+        cells[1] = code(&x.host, Ctx::Cell);
+        row(o, &cells);
     }
     if !h.stragglers.is_empty() || !h.recompiles_alone.is_empty() {
         o.push('\n');

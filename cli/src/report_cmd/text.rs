@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use tpuscope_analyzers::hosts;
 
 use tpuscope_analyzers::report::{FamilyReport, Report, TraceInfo};
 
@@ -534,7 +535,6 @@ fn steps(o: &mut Out<'_>, r: &Report) {
 fn hosts(o: &mut Out<'_>, r: &Report) {
     let Some(h) = &r.hosts else { return };
     o.section("Hosts", &plural(h.hosts.len() as u64, "host", "hosts"));
-    let opt = |v: Option<f64>| v.map_or_else(|| "-".to_string(), ms);
     // Offsets are ~1.7e18 ns (wall − uptime): what matters is how far each host's clock is
     // from the first one's.
     let base = h.hosts.first().map_or(0, |x| x.clock_offset_ns);
@@ -542,41 +542,26 @@ fn hosts(o: &mut Out<'_>, r: &Report) {
         .hosts
         .iter()
         .map(|x| {
-            vec![
-                x.process_index.to_string(),
-                x.host.clone(),
-                x.compiles.to_string(),
-                x.recompiles.to_string(),
-                x.syncs.to_string(),
-                x.steps.to_string(),
-                opt(x.median_step_ms),
-                x.cache_hits.to_string(),
-                opt(x.first_step_ms),
-                format!(
-                    "{:+.3} ms ({})",
-                    (x.clock_offset_ns - base) as f64 / 1e6,
-                    x.alignment
-                ),
-            ]
+            let mut cells = x.cells().to_vec();
+            cells.push(format!(
+                "{:+.3} ms ({})",
+                (x.clock_offset_ns - base) as f64 / 1e6,
+                x.alignment
+            ));
+            cells
         })
         .collect();
-    o.table(
-        2,
-        &[
-            "proc",
-            "host",
-            "compiles",
-            "recompiles",
-            "syncs",
-            "steps",
-            "median step ms",
-            "cache hits",
-            "first step at ms",
-            "clock vs first",
-        ],
-        &rows,
-        &[true, false, true, true, true, true, true, true, true, false],
-    );
+    let columns: Vec<&str> = hosts::TABLE_COLUMNS
+        .iter()
+        .copied()
+        .chain(["clock vs first"])
+        .collect();
+    let numeric: Vec<bool> = hosts::TABLE_NUMERIC
+        .iter()
+        .copied()
+        .chain([false])
+        .collect();
+    o.table(2, &columns, &rows, &numeric);
     for s in &h.stragglers {
         o.line(&format!(
             "  straggler: {} (process {}): {}",
