@@ -8,54 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::tmux::{Tmux, shell_quote};
 use common::*;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn new() -> Tmux {
-        let socket = format!("tpuscope-test-{}", std::process::id());
-        Tmux { socket }
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux is required for this test (apt install tmux)")
-    }
-
-    fn capture(&self, target: &str) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", target]).stdout)
-            .into_owned()
-    }
-
-    /// Waits until the pane shows text matching `pred`, returning the screen.
-    fn wait_for(&self, target: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let screen = self.capture(target);
-            if pred(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "pane {target} never showed {what}; screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
 
 fn wait_file(path: &Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -86,10 +40,6 @@ fn counter(screen: &str, label: &str) -> u64 {
         .unwrap_or_else(|| panic!("no number after {label:?} in {line:?}"))
 }
 
-fn shell_quote(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
-}
-
 #[test]
 fn run_shows_the_live_view_and_attach_from_a_second_terminal_agrees_with_the_trace() {
     let py = venv_python("jax");
@@ -98,7 +48,7 @@ fn run_shows_the_live_view_and_attach_from_a_second_terminal_agrees_with_the_tra
     let out = dir.path().join("out");
     std::fs::create_dir_all(&gates).unwrap();
     std::fs::create_dir_all(&out).unwrap();
-    let tmux = Tmux::new();
+    let tmux = Tmux::new("live");
     let run_cmd = format!(
         "cd {root} && env LIVE_GATE_DIR={gates} LIVE_STEPS=400 TPUSCOPE_COLLECTOR={collector} {bin} run --out {out}/ -- {py} {wl}; echo TPUSCOPE-EXIT=$?; sleep 600",
         root = shell_quote(&repo_root()),

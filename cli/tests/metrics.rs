@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::tmux::{Tmux, shell_quote};
 use common::*;
 
 /// Steps of the workload between its gates; it syncs once per step.
@@ -503,48 +504,6 @@ fn a_taken_port_or_a_bad_address_is_one_error_before_the_workload_starts() {
     drop(taken);
 }
 
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux is required for this test (apt install tmux)")
-    }
-
-    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let screen =
-                String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "t:0"]).stdout)
-                    .into_owned();
-            if pred(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the terminal never showed {what}; screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
-
-fn shell_quote(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
-}
-
 #[test]
 fn metrics_are_served_alongside_the_live_view() {
     let py = venv_python("jax");
@@ -554,9 +513,7 @@ fn metrics_are_served_alongside_the_live_view() {
     std::fs::create_dir_all(&gates).unwrap();
     std::fs::create_dir_all(&out).unwrap();
     let stderr: PathBuf = dir.path().join("stderr.txt");
-    let tmux = Tmux {
-        socket: format!("tpuscope-metrics-test-{}", std::process::id()),
-    };
+    let tmux = Tmux::new("metrics");
     // The view owns the terminal; tpuscope's own stderr goes to a file to read the address from.
     let run_cmd = format!(
         "cd {root} && env LIVE_GATE_DIR={gates} LIVE_STEPS={STEPS} TPUSCOPE_COLLECTOR={collector} {bin} run --metrics 0 --out {out}/ -- {py} {wl} 2>{err}; echo TPUSCOPE-EXIT=$?; sleep 600",
@@ -592,7 +549,12 @@ fn metrics_are_served_alongside_the_live_view() {
 
     std::fs::write(gates.join("go"), "").unwrap();
     wait_file(&gates.join("done"));
-    tmux.wait_for("the live view", |s| s.contains("host syncs "));
+    tmux.wait_for("t:0", "the live view", |s| s.contains("host syncs "));
+    // The terminal's stderr is behind the view: the Output tab (the last one) names the address.
+    tmux.cmd(&["send-keys", "-t", "t:0", "BTab"]);
+    tmux.wait_for("t:0", "the metrics address in the Output tab", |s| {
+        s.contains(&format!("tpuscope: metrics on http://{addr}/metrics"))
+    });
     let late = scrape_until_settled(addr, "all the steps' syncs", |s| {
         s.all("tpuscope_host_syncs_total")
             .first()
@@ -600,8 +562,8 @@ fn metrics_are_served_alongside_the_live_view() {
     });
 
     std::fs::write(gates.join("exit"), "").unwrap();
-    tmux.wait_for("the ended state", |s| s.contains("ended"));
+    tmux.wait_for("t:0", "the ended state", |s| s.contains("ended"));
     tmux.cmd(&["send-keys", "-t", "t:0", "q"]);
-    tmux.wait_for("run's exit", |s| s.contains("TPUSCOPE-EXIT=0"));
+    tmux.wait_for("t:0", "run's exit", |s| s.contains("TPUSCOPE-EXIT=0"));
     assert_agrees_with_report(&late, &report_of(&out));
 }
