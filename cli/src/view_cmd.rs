@@ -36,6 +36,9 @@ pub struct ViewArgs {
     /// Window size in points, WxH (default 1400x900).
     #[arg(long, value_name = "WxH")]
     pub size: Option<String>,
+    /// dynamo's TORCH_TRACE logs (default: `<trace>.torch_trace/` next to each trace).
+    #[arg(long, value_name = "DIR")]
+    pub torch_trace: Option<PathBuf>,
 }
 
 pub fn view(args: &ViewArgs) -> Result<i32> {
@@ -49,12 +52,27 @@ pub fn view(args: &ViewArgs) -> Result<i32> {
         }
         None => None,
     };
+    // Only where `tpuscope run` leaves them (or --torch-trace): the manifest's record would
+    // need the trace read twice.
+    let torch_logs = args
+        .traces
+        .iter()
+        .filter_map(|p| {
+            crate::report_cmd::torch_logs::find(
+                args.torch_trace.as_deref(),
+                p,
+                None,
+                &p.display().to_string(),
+            )
+        })
+        .collect();
     tpuscope_gui::run(ViewOptions {
         traces: args.traces.clone(),
         screenshot: args.screenshot.clone(),
         follow: args.follow,
         tab,
         size,
+        torch_logs,
     })?;
     Ok(0)
 }

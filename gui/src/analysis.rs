@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tpuscope_analyzers::report::{Input, Report, analyze};
 use tpuscope_analyzers::source::{SourceLoc, user_frame};
+use tpuscope_analyzers::torch_trace::{self, TorchLogs};
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, MemoryOrigin, Record};
 
@@ -52,8 +53,13 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    /// `traces[i]` is source `i` (`None` when it could not be read).
-    pub fn compute(labels: &[String], traces: &[Option<Arc<Trace>>]) -> Analysis {
+    /// `traces[i]` is source `i` (`None` when it could not be read); `torch_logs` are dynamo's
+    /// logs of those traces (matched by label), shown next to the PJRT findings.
+    pub fn compute(
+        labels: &[String],
+        traces: &[Option<Arc<Trace>>],
+        torch_logs: &[TorchLogs],
+    ) -> Analysis {
         let started = std::time::Instant::now();
         let present: Vec<(usize, &Trace)> = traces
             .iter()
@@ -67,7 +73,8 @@ impl Analysis {
                 trace,
             })
             .collect();
-        let report = analyze(&inputs);
+        let mut report = analyze(&inputs);
+        torch_trace::attach(&mut report, &inputs, torch_logs);
         let run_source: Vec<usize> = report
             .traces
             .iter()

@@ -6,6 +6,7 @@ use std::sync::mpsc::{self, Receiver};
 
 use eframe::egui::{self, Color32, RichText};
 use tpuscope_analyzers::flame::FlameKind;
+use tpuscope_analyzers::torch_trace::TorchLogs;
 use tpuscope_core::Trace;
 
 use crate::analysis::Analysis;
@@ -107,13 +108,25 @@ pub struct App {
     ctx: Option<egui::Context>,
     names: Vec<HashMap<u64, String>>,
     analysis_failed: bool,
+    torch_logs: Arc<Vec<TorchLogs>>,
 }
 
 impl App {
     /// An app over loaded sources. With `background`, the analysis runs on a thread and the
     /// window shows the timeline meanwhile; without it, it runs here before returning.
     pub fn new(sources: Vec<Source>, tab: Tab, background: bool) -> App {
+        App::with_torch_logs(sources, tab, background, Vec::new())
+    }
+
+    /// [`App::new`] with dynamo's logs of the sources (TORCH_TRACE), read by the caller.
+    pub fn with_torch_logs(
+        sources: Vec<Source>,
+        tab: Tab,
+        background: bool,
+        torch_logs: Vec<TorchLogs>,
+    ) -> App {
         let mut app = App {
+            torch_logs: Arc::new(torch_logs),
             sources,
             timeline: Timeline::default(),
             analysis: None,
@@ -196,15 +209,16 @@ impl App {
         if self.sources.iter().all(|s| s.trace().is_none()) {
             return;
         }
+        let torch_logs = Arc::clone(&self.torch_logs);
         if !self.background {
-            let a = Analysis::compute(&labels, &traces);
+            let a = Analysis::compute(&labels, &traces, &torch_logs);
             self.install(a);
             return;
         }
         let (tx, rx) = mpsc::channel();
         let ctx = self.ctx.clone();
         std::thread::spawn(move || {
-            let a = Analysis::compute(&labels, &traces);
+            let a = Analysis::compute(&labels, &traces, &torch_logs);
             let _ = tx.send(a);
             if let Some(c) = ctx {
                 c.request_repaint();

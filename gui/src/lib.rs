@@ -41,6 +41,8 @@ pub struct ViewOptions {
     pub tab: Option<Tab>,
     /// Window size in points (1400×900 when `None`).
     pub size: Option<(f32, f32)>,
+    /// dynamo's logs of the traces (TORCH_TRACE), read by the caller.
+    pub torch_logs: Vec<tpuscope_analyzers::torch_trace::TorchLogs>,
 }
 
 /// Frames drawn before a screenshot is taken: layout settles over the first frames.
@@ -78,6 +80,7 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
         outcome: Arc::clone(&outcome),
     });
     let tab = opts.tab.unwrap_or(Tab::Summary);
+    let torch_logs = opts.torch_logs;
     let watch_paths: Vec<PathBuf> = sources
         .iter()
         .filter(|s| s.is_live())
@@ -87,7 +90,7 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
         "tpuscope",
         native,
         Box::new(move |cc| {
-            let mut app = App::new(sources, tab, true);
+            let mut app = App::with_torch_logs(sources, tab, true, torch_logs);
             app.set_context(&cc.egui_ctx);
             app.rec.auto_select = true;
             let watcher = watch(&watch_paths, &app, &cc.egui_ctx);

@@ -225,6 +225,9 @@ fn sections(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
     if let Some(h) = &r.hosts {
         hosts(ui, h);
     }
+    if let Some(d) = &r.dynamo {
+        dynamo(ui, d);
+    }
     let s = &r.steps;
     egui::CollapsingHeader::new(RichText::new("Steps").strong())
         .default_open(true)
@@ -364,6 +367,72 @@ fn hosts(ui: &mut egui::Ui, h: &tpuscope_analyzers::hosts::HostsReport) {
                         a.host, a.process_index, a.graph, a.compiles, a.others_max
                     ),
                 );
+            }
+        });
+}
+
+/// dynamo's account (TORCH_TRACE): graph breaks and guard failures at their lines, with the PJRT
+/// compiles each caused.
+fn dynamo(ui: &mut egui::Ui, d: &tpuscope_analyzers::torch_trace::DynamoReport) {
+    use tpuscope_analyzers::torch_trace::CausedCompile;
+    let at = |s: &Option<tpuscope_analyzers::source::SourceLoc>| {
+        s.as_ref()
+            .map_or_else(|| "?".to_string(), |s| format!("{}:{}", s.file, s.line))
+    };
+    let caused = |c: &[CausedCompile]| {
+        if c.is_empty() {
+            return "no PJRT compile".to_string();
+        }
+        let names: Vec<String> = c
+            .iter()
+            .map(|c| format!("{} {}", c.compile_id, c.graph))
+            .collect();
+        format!("PJRT compiles: {}", names.join(", "))
+    };
+    egui::CollapsingHeader::new(RichText::new("Dynamo (torch.compile)").strong())
+        .default_open(true)
+        .show(ui, |ui| {
+            ui.label(format!(
+                "{}, {}, {} (TORCH_TRACE)",
+                plural(d.graph_breaks.len() as u64, "graph break", "graph breaks"),
+                plural(
+                    d.guard_failures.iter().map(|g| g.count).sum(),
+                    "guard failure",
+                    "guard failures"
+                ),
+                plural(
+                    d.frame_compiles.len() as u64,
+                    "frame compile",
+                    "frame compiles"
+                ),
+            ));
+            for l in d.logs.iter().filter(|l| !l.note.is_empty()) {
+                ui.colored_label(WARN, format!("{}: {}", l.dir, l.note));
+            }
+            for g in &d.graph_breaks {
+                ui.colored_label(
+                    WARN,
+                    format!(
+                        "graph break at {}: {}×, {}",
+                        at(&g.source),
+                        g.count,
+                        g.reason
+                    ),
+                );
+                ui.label(format!("    {}", caused(&g.compiles)));
+            }
+            for g in &d.guard_failures {
+                ui.colored_label(
+                    WARN,
+                    format!(
+                        "guard failed at {} ({}): {} recompiles, {}",
+                        at(&g.source),
+                        g.function,
+                        g.count,
+                        g.guards.join("; ")
+                    ),
+                );
+                ui.label(format!("    {}", caused(&g.compiles)));
             }
         });
 }

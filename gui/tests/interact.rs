@@ -381,3 +381,67 @@ fn the_flamegraph_switches_kind_and_exports_svg() {
     assert_eq!(*kind, tpuscope_analyzers::flame::FlameKind::SyncStall);
     assert!(t.nodes[0].value < compile_total);
 }
+
+/// dynamo's logs handed to the viewer (as `tpuscope view` finds them next to the trace) show in
+/// the summary: the graph break and the guard failure at their lines, with the compiles caused.
+#[test]
+fn the_summary_shows_dynamo_graph_breaks_and_guard_failures_from_torch_trace_logs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/torch_trace");
+    let trace = root.join("graph_break_and_guard.tps");
+    let label = trace.display().to_string();
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(root.join("graph_break_and_guard.torch_trace")).unwrap() {
+        let p = e.unwrap().path();
+        files.push((
+            p.file_name().unwrap().to_string_lossy().into_owned(),
+            std::fs::read_to_string(&p).unwrap(),
+        ));
+    }
+    let logs = tpuscope_analyzers::torch_trace::TorchLogs {
+        trace_path: label.clone(),
+        dir: "graph_break_and_guard.torch_trace".into(),
+        files,
+        note: None,
+    };
+    let sources = tpuscope_gui::data::open_all(std::slice::from_ref(&trace), false);
+    let app = App::with_torch_logs(sources, Tab::Summary, false, vec![logs]);
+    let mut h = harness(app);
+    h.run();
+    let d = h
+        .state()
+        .analysis
+        .as_ref()
+        .unwrap()
+        .report
+        .dynamo
+        .clone()
+        .expect("a dynamo section");
+    assert_eq!(d.graph_breaks.len(), 1);
+    let gb = &d.graph_breaks[0];
+    let line = gb.source.as_ref().unwrap().line;
+    // The section's line (the finding's title words it otherwise).
+    let src = gb.source.as_ref().unwrap();
+    h.get_by_label_contains(&format!(
+        "graph break at {}:{line}: {}×",
+        src.file, gb.count
+    ));
+    assert!(!d.guard_failures.is_empty());
+    let g = &d.guard_failures[0];
+    h.get_by_label_contains(&format!(
+        "guard failed at {}:{} ({}): {} recompiles",
+        g.source.as_ref().unwrap().file,
+        g.source.as_ref().unwrap().line,
+        g.function,
+        g.count
+    ));
+    // Each caused compile is named under its line.
+    let first = &gb.compiles[0];
+    h.get_by_label_contains(&format!("{} {}", first.compile_id, first.graph));
+
+    // Without the logs, no such section.
+    let sources = tpuscope_gui::data::open_all(std::slice::from_ref(&trace), false);
+    let mut h = harness(App::new(sources, Tab::Summary, false));
+    h.run();
+    assert!(h.state().analysis.as_ref().unwrap().report.dynamo.is_none());
+    assert!(h.query_by_label_contains("guard failed at ").is_none());
+}

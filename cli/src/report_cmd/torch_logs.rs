@@ -26,14 +26,14 @@ fn recorded(trace: &Trace) -> Option<PathBuf> {
 pub fn find(
     explicit: Option<&Path>,
     trace_file: &Path,
-    trace: &Trace,
+    trace: Option<&Trace>,
     input_path: &str,
 ) -> Option<TorchLogs> {
     let sibling = sibling_dir(trace_file);
     let (dir, how) = match explicit {
         Some(p) => (p.to_path_buf(), "--torch-trace"),
         None if sibling.exists() => (sibling, "next to the trace"),
-        None => (recorded(trace)?, "recorded in the trace"),
+        None => (recorded(trace?)?, "recorded in the trace"),
     };
     let mut logs = TorchLogs {
         trace_path: input_path.to_string(),
