@@ -246,8 +246,10 @@ pub fn wall_ns() -> u64 {
 
 /// The calling thread's kernel thread id.
 pub fn current_tid() -> u32 {
+    // The raw syscall, not libc::gettid: glibc has that wrapper only since 2.30, and the wheel
+    // targets glibc 2.28 (manylinux_2_28).
     // SAFETY: gettid takes no arguments and cannot fail.
-    unsafe { libc::gettid() as u32 }
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
 pub fn pid() -> u32 {
