@@ -398,7 +398,15 @@ mod tests {
             .to_string();
         assert!(e.contains("cannot serve metrics on"), "{e}");
         drop(exporter);
-        // Stopped: nothing listens any more.
-        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+        // Stopped: nothing listens any more (tiny_http's accept thread closes the listener
+        // shortly after the server is dropped).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still listening 5 s after the drop"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
