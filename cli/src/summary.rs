@@ -104,18 +104,58 @@ pub fn print_trace_summary(path: &Path) {
 
 /// The report's findings, one line and a fix each: what to look at first.
 fn print_findings(path: &Path, trace: &Trace) {
-    let report = tpuscope_analyzers::analyze(&[tpuscope_analyzers::Input {
-        path: path.display().to_string(),
+    eprint!("{}", findings_text(path, trace));
+}
+
+fn findings_text(path: &Path, trace: &Trace) -> String {
+    use std::fmt::Write as _;
+    let label = path.display().to_string();
+    let inputs = [tpuscope_analyzers::Input {
+        path: label.clone(),
         trace,
-    }]);
+    }];
+    let mut report = tpuscope_analyzers::analyze(&inputs);
+    // dynamo's graph breaks and guard failures, when the run logged them (TORCH_TRACE).
+    if let Some(logs) = crate::report_cmd::torch_logs::find(None, path, Some(trace), &label) {
+        tpuscope_analyzers::torch_trace::attach(&mut report, &inputs, &[logs]);
+    }
+    let mut o = String::new();
     if report.findings.is_empty() {
-        eprintln!("  No findings.");
+        o.push_str("  No findings.\n");
     } else {
-        eprintln!("  Findings ({}):", report.findings.len());
+        let _ = writeln!(o, "  Findings ({}):", report.findings.len());
         for (i, f) in report.findings.iter().enumerate() {
-            eprintln!("  {:>3}. [{}] {}", i + 1, f.kind, f.title);
-            eprintln!("       fix: {}", f.suggestion);
+            let _ = writeln!(o, "  {:>3}. [{}] {}", i + 1, f.kind, f.title);
+            let _ = writeln!(o, "       fix: {}", f.suggestion);
         }
     }
-    eprintln!("  full report: tpuscope report {}", path.display());
+    let _ = writeln!(o, "  full report: tpuscope report {}", path.display());
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's dynamo logs sit next to its trace (`<trace>.torch_trace/`), as the sample does:
+    /// the findings printed after the run include the graph break.
+    #[test]
+    fn findings_after_a_run_include_dynamo_graph_breaks_from_the_logs_next_to_the_trace() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/torch_trace");
+        let path = root.join("graph_break_and_guard.tps");
+        let trace = tpuscope_core::read_trace_file(&path).unwrap();
+        let text = findings_text(&path, &trace);
+        assert!(text.contains("[graph_break] graph break at "), "{text}");
+
+        // The same trace without its logs has no such finding.
+        let dir = tempfile::tempdir().unwrap();
+        let alone = dir.path().join("alone.tps");
+        std::fs::copy(&path, &alone).unwrap();
+        let mut trace = trace;
+        if let Some(m) = trace.manifest.as_mut() {
+            m.environment.retain(|kv| !kv.key.contains("TORCH_TRACE"));
+        }
+        let text = findings_text(&alone, &trace);
+        assert!(!text.contains("[graph_break]"), "{text}");
+    }
 }
