@@ -786,6 +786,31 @@ pub struct DynamoReport {
     pub guard_failures: Vec<GuardFailureReport>,
 }
 
+impl DynamoReport {
+    /// `1 graph break, 2 guard failures, 4 frame compiles (TORCH_TRACE)`.
+    pub fn headline(&self) -> String {
+        use crate::units::plural;
+        format!(
+            "{}, {}, {} (TORCH_TRACE)",
+            plural(
+                self.graph_breaks.len() as u64,
+                "graph break",
+                "graph breaks"
+            ),
+            plural(
+                self.guard_failures.iter().map(|g| g.count).sum(),
+                "guard failure",
+                "guard failures"
+            ),
+            plural(
+                self.frame_compiles.len() as u64,
+                "frame compile",
+                "frame compiles"
+            ),
+        )
+    }
+}
+
 /// Where the logs of one run came from and how much of them was read.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LogsInfo {

@@ -43,6 +43,11 @@ pub fn percent(f: f64) -> String {
     }
 }
 
+/// `1 compile`, `3 compiles`.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

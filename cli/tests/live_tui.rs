@@ -59,18 +59,7 @@ fn run_shows_the_live_view_and_attach_from_a_second_terminal_agrees_with_the_tra
         py = shell_quote(&py),
         wl = shell_quote(&workload("live_wait.py")),
     );
-    let o = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "160",
-        "-y",
-        "50",
-        &run_cmd,
-    ]);
-    assert!(o.status.success(), "{}", show(&o));
+    tmux.start(&run_cmd);
 
     let pid: u32 = wait_file(&gates.join("ready")).trim().parse().unwrap();
     std::fs::write(gates.join("go"), "").unwrap();

@@ -526,18 +526,7 @@ fn metrics_are_served_alongside_the_live_view() {
         wl = shell_quote(&workload("live_wait.py")),
         err = shell_quote(&stderr),
     );
-    let o = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "160",
-        "-y",
-        "50",
-        &run_cmd,
-    ]);
-    assert!(o.status.success(), "{}", show(&o));
+    tmux.start(&run_cmd);
     wait_file(&gates.join("ready"));
     let text = std::fs::read_to_string(&stderr).unwrap();
     let line = text

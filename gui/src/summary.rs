@@ -5,9 +5,7 @@ use tpuscope_analyzers::report::Report;
 
 use crate::fmt;
 
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+use tpuscope_analyzers::units::plural;
 
 const WARN: Color32 = Color32::from_rgb(230, 180, 40);
 const BAD: Color32 = Color32::from_rgb(235, 80, 70);
@@ -392,20 +390,7 @@ fn dynamo(ui: &mut egui::Ui, d: &tpuscope_analyzers::torch_trace::DynamoReport) 
     egui::CollapsingHeader::new(RichText::new("Dynamo (torch.compile)").strong())
         .default_open(true)
         .show(ui, |ui| {
-            ui.label(format!(
-                "{}, {}, {} (TORCH_TRACE)",
-                plural(d.graph_breaks.len() as u64, "graph break", "graph breaks"),
-                plural(
-                    d.guard_failures.iter().map(|g| g.count).sum(),
-                    "guard failure",
-                    "guard failures"
-                ),
-                plural(
-                    d.frame_compiles.len() as u64,
-                    "frame compile",
-                    "frame compiles"
-                ),
-            ));
+            ui.label(d.headline());
             for l in d.logs.iter().filter(|l| !l.note.is_empty()) {
                 ui.colored_label(WARN, format!("{}: {}", l.dir, l.note));
             }

@@ -1,6 +1,6 @@
 //! Number, size and place formatting shared by the report's renderers.
 
-pub use tpuscope_analyzers::units::{bytes, ms, percent};
+pub use tpuscope_analyzers::units::{bytes, ms, percent, plural};
 
 use tpuscope_analyzers::SourceLoc;
 use tpuscope_analyzers::report::{BudgetResult, Report};
@@ -42,10 +42,6 @@ pub fn plugin(path: &str) -> &str {
     } else {
         short_path(path)
     }
-}
-
-pub fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// `recompiles 3 > 2`.

@@ -839,21 +839,7 @@ fn dynamo(o: &mut Out<'_>, r: &Report) {
             String::new()
         }
     };
-    let rest = format!(
-        "{}, {}, {} (TORCH_TRACE)",
-        plural(d.graph_breaks.len() as u64, "graph break", "graph breaks"),
-        plural(
-            d.guard_failures.iter().map(|g| g.count).sum(),
-            "guard failure",
-            "guard failures"
-        ),
-        plural(
-            d.frame_compiles.len() as u64,
-            "frame compile",
-            "frame compiles"
-        ),
-    );
-    o.section("Dynamo", &rest);
+    o.section("Dynamo", &d.headline());
     for l in &d.logs {
         let mut what = format!(
             "{}{}: {}, {}",

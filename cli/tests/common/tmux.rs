@@ -24,6 +24,12 @@ impl Tmux {
             .expect("tmux is required for this test (apt install tmux)")
     }
 
+    /// Starts the session `t` (160×50) running `cmd` in window 0.
+    pub fn start(&self, cmd: &str) {
+        let o = self.cmd(&["new-session", "-d", "-s", "t", "-x", "160", "-y", "50", cmd]);
+        assert!(o.status.success(), "tmux new-session failed: {o:?}");
+    }
+
     pub fn capture(&self, target: &str) -> String {
         String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", target]).stdout)
             .into_owned()
