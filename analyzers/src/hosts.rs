@@ -120,6 +120,89 @@ pub struct AloneRecompile {
     pub source: Option<SourceLoc>,
 }
 
+/// A process's place in a multi-process PJRT client: its index (that of its addressable
+/// devices), how many processes the client spans, and how many devices in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PjrtTopology {
+    pub process_index: u32,
+    pub processes: u32,
+    pub devices: usize,
+}
+
+/// The topology the trace's first client reports, when it spans several processes (a pod slice:
+/// libtpu knows every host's devices and which are this process's).
+pub fn pjrt_topology(trace: &Trace) -> Option<PjrtTopology> {
+    let devices = &trace.client.as_ref()?.devices;
+    let mut all: Vec<i32> = devices.iter().map(|d| d.process_index).collect();
+    all.sort_unstable();
+    all.dedup();
+    if all.len() < 2 {
+        return None;
+    }
+    let mut mine = devices
+        .iter()
+        .filter(|d| d.addressable)
+        .map(|d| d.process_index);
+    let first = mine.next()?;
+    if mine.any(|p| p != first) {
+        return None;
+    }
+    Some(PjrtTopology {
+        process_index: u32::try_from(first).ok()?,
+        processes: all.len() as u32,
+        devices: devices.len(),
+    })
+}
+
+/// A process's index in its job: a merged segment's, else PJRT's for a multi-process client
+/// (plain TPU VMs set no environment variable for it; libtpu knows), else the manifest's.
+pub fn process_index(trace: &Trace) -> u32 {
+    if let Some(s) = &trace.segment {
+        return s.process_index;
+    }
+    pjrt_topology(trace).map_or_else(
+        || trace.manifest.as_ref().map_or(0, |m| m.process_index),
+        |t| t.process_index,
+    )
+}
+
+/// Whether traces without a shared job id are nevertheless the processes of one job: each has a
+/// multi-process client of the same shape, their indices differ, and they ran at the same time.
+pub fn one_pjrt_job(traces: &[&Trace]) -> bool {
+    let Some(topos) = traces
+        .iter()
+        .map(|t| pjrt_topology(t))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return false;
+    };
+    let same_shape = topos
+        .iter()
+        .all(|t| (t.processes, t.devices) == (topos[0].processes, topos[0].devices));
+    let mut idx: Vec<u32> = topos.iter().map(|t| t.process_index).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    let spans: Vec<(u64, u64)> = traces.iter().filter_map(|t| wall_span(t)).collect();
+    let overlap = spans.len() == traces.len()
+        && spans.iter().map(|s| s.0).max() <= spans.iter().map(|s| s.1).min();
+    traces.len() > 1 && same_shape && idx.len() == traces.len() && overlap
+}
+
+/// Wall-clock start and end of a trace (its last timed record), ns since the epoch.
+fn wall_span(trace: &Trace) -> Option<(u64, u64)> {
+    let m = trace.manifest.as_ref()?;
+    let last = trace
+        .events
+        .iter()
+        .rev()
+        .find_map(|r| r.t_ns())
+        .unwrap_or(m.start_mono_ns);
+    let end = m
+        .start_wall_ns
+        .saturating_add(last.saturating_sub(m.start_mono_ns));
+    Some((m.start_wall_ns, end))
+}
+
 /// Builds the per-host view; `traces`, `compiles` and `steps` are indexed by run, `syncs` carry
 /// their run.
 pub fn hosts(
@@ -180,7 +263,7 @@ pub fn hosts(
         rows.push(HostRow {
             run,
             host: m.host.clone(),
-            process_index: m.process_index,
+            process_index: process_index(trace),
             pid: m.pid,
             compiles: cs.len() as u64,
             recompiles,

@@ -10,6 +10,7 @@ use crate::cache::{self, CacheReport};
 use crate::diff::{Cause, Diff};
 use crate::families::{self, CompileView, Family};
 use crate::hbm::{self, DeviceMemory, ExecutableMemory, OomReport};
+use crate::hosts;
 use crate::source::{SourceLoc, stack_lines};
 use crate::steps::{self, StepSource, Steps};
 use crate::suggest;
@@ -43,7 +44,7 @@ pub struct Report {
     pub baseline: Option<BaselineResult>,
     /// The hosts of a multi-host job side by side (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hosts: Option<crate::hosts::HostsReport>,
+    pub hosts: Option<hosts::HostsReport>,
     /// dynamo's graph breaks and guard failures from `TORCH_TRACE` logs (absent without logs;
     /// filled in by `torch_trace::attach`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -304,20 +305,16 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
             .or_else(|| t.manifest.as_ref().map(|m| m.job_id.clone()))
             .unwrap_or_default()
     };
-    let multi_host =
+    let shared_job_id =
         inputs.len() > 1 && !job(0).is_empty() && (0..inputs.len()).all(|i| job(i) == job(0));
+    let all: Vec<&Trace> = inputs.iter().map(|i| i.trace).collect();
+    // Without a job id (a plain TPU VM pod sets none), the PJRT client still tells the hosts of
+    // one job apart from successive runs.
+    let pjrt_job = !shared_job_id && hosts::one_pjrt_job(&all);
+    let multi_host = shared_job_id || pjrt_job;
     order.sort_by_key(|&i| {
         if multi_host {
-            (
-                u64::from(
-                    inputs[i]
-                        .trace
-                        .manifest
-                        .as_ref()
-                        .map_or(0, |m| m.process_index),
-                ),
-                start(i),
-            )
+            (u64::from(hosts::process_index(inputs[i].trace)), start(i))
         } else {
             (start(i), 0)
         }
@@ -327,6 +324,12 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         (1, _) => RunsInfo {
             assumed: "single_run".into(),
             note: "one trace".into(),
+        },
+        (n, true) if pjrt_job => RunsInfo {
+            assumed: "multi_host_job".into(),
+            note: format!(
+                "{n} traces are processes of one multi-process PJRT client, running at the same time: hosts of one job, ordered by process index"
+            ),
         },
         (n, true) => RunsInfo {
             assumed: "multi_host_job".into(),
@@ -419,8 +422,8 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         .unwrap_or_default();
     report.findings = findings(&report, &frontend, &all_steps);
     if multi_host {
-        let h = crate::hosts::hosts(&traces, &all_compiles, &all_steps, &all_syncs);
-        report.findings.extend(crate::hosts::findings(&h));
+        let h = hosts::hosts(&traces, &all_compiles, &all_steps, &all_syncs);
+        report.findings.extend(hosts::findings(&h));
         report.hosts = Some(h);
     }
     report
@@ -439,7 +442,7 @@ fn trace_info(run: usize, path: &str, trace: &Trace) -> TraceInfo {
         pjrt_api: format!("{}.{}", m.pjrt_api_major, m.pjrt_api_minor),
         start_wall_ns: m.start_wall_ns,
         job_id: m.job_id.clone(),
-        process_index: m.process_index,
+        process_index: hosts::process_index(trace),
         completeness: match trace.completeness {
             Completeness::Complete => "complete".into(),
             Completeness::NoEndRecord { .. } => "no_end_record".into(),

@@ -508,3 +508,47 @@ fn a_cut_trace_reports_what_it_holds() {
     let rep = report(&[&t]);
     assert!(rep.warnings.is_empty(), "{:?}", rep.warnings);
 }
+
+/// A plain TPU VM pod sets no job id nor process index: every trace says process 0. The PJRT
+/// client knows better (8 devices over 2 processes, this process's addressable), so traces that
+/// ran at the same time are one job's hosts, with PJRT's indices.
+#[test]
+fn processes_of_one_multi_process_pjrt_client_are_hosts_of_one_job_without_a_job_id() {
+    let mk = |me: i32, start_wall: u64| {
+        let mut r = Run::new("", 0, start_wall);
+        r.write(Record::Client(Box::new(Client {
+            t_ns: MS / 2,
+            platform_name: "tpu".into(),
+            devices: (0..8)
+                .map(|id| DeviceInfo {
+                    id,
+                    kind: "TPU v5 lite".into(),
+                    process_index: id / 4,
+                    addressable: id / 4 == me,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })));
+        r.compile(MS, "jit_f", &lr("0.1"), 1, 12);
+        r.finish(3_000 * MS)
+    };
+    // Process 1 is given first and started 1 ms later: ordered by PJRT's index.
+    let (h1, h0) = (mk(1, 1_001 * MS), mk(0, 1_000 * MS));
+    let rep = report(&[&h1, &h0]);
+    assert_eq!(rep.runs.assumed, "multi_host_job", "{}", rep.runs.note);
+    assert!(rep.runs.note.contains("PJRT client"), "{}", rep.runs.note);
+    let idx: Vec<u32> = rep.traces.iter().map(|t| t.process_index).collect();
+    assert_eq!(idx, [0, 1]);
+    let hosts = rep.hosts.as_ref().expect("a per-host table");
+    let rows: Vec<u32> = hosts.hosts.iter().map(|h| h.process_index).collect();
+    assert_eq!(rows, [0, 1]);
+
+    // The same processes one after the other (a second run): successive runs.
+    let later = mk(1, 1_000 * MS + 10_000 * MS);
+    let rep = report(&[&h0, &later]);
+    assert_eq!(rep.runs.assumed, "successive_runs", "{}", rep.runs.note);
+    // Two traces of the same process index: successive runs too.
+    let again = mk(0, 1_001 * MS);
+    assert_eq!(report(&[&h0, &again]).runs.assumed, "successive_runs");
+}

@@ -205,7 +205,7 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
             segment: Segment {
                 index: 0,
                 host: m.host.clone(),
-                process_index: m.process_index,
+                process_index: tpuscope_analyzers::hosts::process_index(&trace),
                 job_id: m.job_id.clone(),
                 offset_ns: a.offset_ns,
                 alignment: a.method.to_string(),

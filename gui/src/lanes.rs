@@ -368,12 +368,15 @@ fn job_of(trace: &Trace) -> &str {
     }
 }
 
-/// For the hosts of one job (a merged file, or traces sharing a job id), each source's origin
+/// For the hosts of one job (a merged file, traces sharing a job id, or the processes of one
+/// multi-process PJRT client), each source's origin
 /// on its own monotonic clock such that all origins are the same job-timeline instant: the
 /// earliest start of any host. `None` when the traces are not one job's hosts.
 fn job_origins(traces: &[(usize, &Trace)]) -> Option<Vec<u64>> {
     let job = job_of(traces.first()?.1);
-    if traces.len() < 2 || job.is_empty() || traces.iter().any(|(_, t)| job_of(t) != job) {
+    let shared_id = !job.is_empty() && traces.iter().all(|(_, t)| job_of(t) == job);
+    let all: Vec<&Trace> = traces.iter().map(|(_, t)| *t).collect();
+    if traces.len() < 2 || !(shared_id || tpuscope_analyzers::hosts::one_pjrt_job(&all)) {
         return None;
     }
     let offsets: Vec<i128> = traces
@@ -580,7 +583,16 @@ fn source_label(trace: &Trace, source: usize) -> String {
         return format!("p{} {}", s.process_index, s.host);
     }
     match &trace.manifest {
-        Some(m) if !m.job_id.is_empty() => format!("p{} {}", m.process_index, m.host),
+        Some(m)
+            if !m.job_id.is_empty()
+                || tpuscope_analyzers::hosts::pjrt_topology(trace).is_some() =>
+        {
+            format!(
+                "p{} {}",
+                tpuscope_analyzers::hosts::process_index(trace),
+                m.host
+            )
+        }
         Some(m) if !m.host.is_empty() => format!("{} pid {}", m.host, m.pid),
         _ => format!("trace {}", source + 1),
     }

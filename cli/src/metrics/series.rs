@@ -80,7 +80,7 @@ impl ProcMetrics {
         Some(ProcMetrics {
             pid: m.pid,
             host: m.host.clone(),
-            process_index: m.process_index,
+            process_index: tpuscope_analyzers::hosts::process_index(trace),
             job_id: m.job_id.clone(),
             frontend: info.map_or_else(|| m.frontend.clone(), |t| t.frontend.clone()),
             platform: trace
