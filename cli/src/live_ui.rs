@@ -1,5 +1,6 @@
 //! The live view's event loop: bytes from a workload's live socket go into a growing trace, the
-//! analyzers turn it into a model at most twice a second, and the TUI draws it.
+//! analyzers turn a copy of it into a model at most twice a second on a thread of their own, and
+//! the TUI draws the latest model.
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -7,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
@@ -31,7 +32,6 @@ const OUTPUT_LINES: usize = 5000;
 /// What feeds the view.
 struct Feed {
     rx: Option<Receiver<Chunk>>,
-    builder: TraceBuilder,
     ended: bool,
     error: Option<String>,
     new_data: bool,
@@ -41,24 +41,19 @@ impl Feed {
     fn new(rx: Option<Receiver<Chunk>>) -> Feed {
         Feed {
             rx,
-            builder: TraceBuilder::new(),
             ended: false,
             error: None,
             new_data: false,
         }
     }
 
-    fn drain(&mut self) {
+    /// Hands what arrived to the model thread, which decodes it.
+    fn drain(&mut self, models: &Rebuilder) {
         let Some(rx) = &self.rx else { return };
         loop {
             match rx.try_recv() {
                 Ok(Chunk::Data(d)) => {
-                    if let Err(e) = self.builder.push(&d) {
-                        self.error = Some(e.to_string());
-                        self.ended = true;
-                        self.rx = None;
-                        return;
-                    }
+                    models.push(d);
                     self.new_data = true;
                 }
                 Ok(Chunk::End(err)) => {
@@ -121,6 +116,103 @@ fn build_model(trace: &Trace, label: &str, state: RunState, output: &[String]) -
     )
 }
 
+/// Decodes the stream and builds models on a thread of its own, so that keys and redraws stay
+/// quick while a large trace is analysed (hundreds of ms past ~200k events): the loop only
+/// forwards bytes, and shows the previous model meanwhile.
+struct Rebuilder {
+    jobs: Sender<ToModel>,
+    done: Receiver<FromModel>,
+    busy: bool,
+}
+
+enum ToModel {
+    /// More of the stream (a trace, in order).
+    Data(Vec<u8>),
+    /// Build a model of everything so far.
+    Build {
+        state: RunState,
+        output: Vec<String>,
+    },
+}
+
+enum FromModel {
+    /// The model asked for (`None` before the stream held a trace header).
+    Model(Option<Box<Model>>),
+    /// The stream is not a trace (or a newer version): nothing more will decode.
+    Broken(String),
+}
+
+impl Rebuilder {
+    fn new(label: &str) -> Result<Rebuilder> {
+        let (jobs, job_rx) = mpsc::channel::<ToModel>();
+        let (done_tx, done) = mpsc::channel();
+        let label = label.to_string();
+        std::thread::Builder::new()
+            .name("tpuscope-live-model".into())
+            .spawn(move || {
+                let mut builder = TraceBuilder::new();
+                let mut broken = false;
+                for job in job_rx {
+                    let reply = match job {
+                        ToModel::Data(_) if broken => continue,
+                        ToModel::Data(d) => match builder.push(&d) {
+                            Ok(_) => continue,
+                            Err(e) => {
+                                broken = true;
+                                FromModel::Broken(e.to_string())
+                            }
+                        },
+                        ToModel::Build { state, output } => FromModel::Model(
+                            builder
+                                .trace()
+                                .map(|t| Box::new(build_model(t, &label, state, &output))),
+                        ),
+                    };
+                    if done_tx.send(reply).is_err() {
+                        break;
+                    }
+                }
+            })
+            .context("cannot start the live view's analysis thread")?;
+        Ok(Rebuilder {
+            jobs,
+            done,
+            busy: false,
+        })
+    }
+
+    fn push(&self, bytes: Vec<u8>) {
+        let _ = self.jobs.send(ToModel::Data(bytes));
+    }
+
+    /// Asks for a model of everything pushed so far.
+    fn start(&mut self, state: RunState, output: &[String]) {
+        let job = ToModel::Build {
+            state,
+            output: output.to_vec(),
+        };
+        self.busy = self.jobs.send(job).is_ok();
+    }
+
+    /// What the thread has to say, if anything yet.
+    fn poll(&mut self) -> Option<FromModel> {
+        match self.done.try_recv() {
+            Ok(r) => {
+                if matches!(r, FromModel::Model(_)) {
+                    self.busy = false;
+                }
+                Some(r)
+            }
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => {
+                // A panic in the analysis: keep the last model rather than take the view down.
+                self.busy = false;
+                Some(FromModel::Broken("the live analysis stopped".into()))
+            }
+        }
+    }
+}
+
 /// The workload started by `tpuscope run`, while the view shows it.
 pub struct Workload {
     pub child: Child,
@@ -139,13 +231,14 @@ fn run_loop(
     let mut terminal = term::init().context("cannot open the terminal for the live view")?;
     let start = Instant::now();
     let mut app = App::new();
+    let mut rebuilder = Rebuilder::new(label)?;
     let mut output: Vec<String> = Vec::new();
     let mut last_rebuild: Option<Instant> = None;
     let mut last_draw = Instant::now() - IDLE_REDRAW;
     let mut exited = None;
     let mut need_draw = true;
     let result = loop {
-        feed.drain();
+        feed.drain(&rebuilder);
         if let Some(w) = workload.as_deref_mut() {
             while let Ok(line) = w.output.try_recv() {
                 output.push(line);
@@ -172,19 +265,29 @@ fn run_loop(
                 }
             }
         }
+        match rebuilder.poll() {
+            Some(FromModel::Model(Some(model))) => {
+                app.set_model(*model, now_ms(start));
+                need_draw = true;
+            }
+            Some(FromModel::Broken(e)) if !feed.ended => {
+                feed.error = Some(e);
+                feed.ended = true;
+                feed.rx = None;
+                feed.new_data = true;
+            }
+            _ => {}
+        }
         let due = last_rebuild.is_none_or(|t| t.elapsed() >= REBUILD_EVERY);
-        if feed.new_data && due && !app.paused() {
+        if feed.new_data && due && !app.paused() && !rebuilder.busy {
             let state = if feed.ended || exited.is_some() {
                 RunState::Ended
             } else {
                 RunState::Live
             };
-            if let Some(trace) = feed.builder.trace() {
-                app.set_model(build_model(trace, label, state, &output), now_ms(start));
-            }
+            rebuilder.start(state, &output);
             feed.new_data = false;
             last_rebuild = Some(Instant::now());
-            need_draw = true;
         }
         app.tick(now_ms(start));
         if need_draw || last_draw.elapsed() >= IDLE_REDRAW {
@@ -276,4 +379,69 @@ pub(crate) fn parent_of(pid: u32) -> Option<u32> {
     // The command name may hold spaces and parentheses: fields follow the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits for the thread's next model.
+    fn next_model(r: &mut Rebuilder) -> Option<Box<Model>> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match r.poll() {
+                Some(FromModel::Model(m)) => return m,
+                Some(FromModel::Broken(e)) => panic!("broken: {e}"),
+                None => {}
+            }
+            assert!(Instant::now() < deadline, "no model from the thread");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn the_thread_decodes_the_stream_in_pieces_and_builds_the_same_model_as_in_place() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../sample_traces/real/jax_lr.tps");
+        let bytes = std::fs::read(&path).unwrap();
+        let trace = tpuscope_core::read_trace(&bytes).unwrap();
+        let out = ["out".to_string()];
+        let mut r = Rebuilder::new("pid 1").unwrap();
+        // Nothing yet: no model.
+        r.start(RunState::Live, &out);
+        assert!(next_model(&mut r).is_none());
+        for piece in bytes.chunks(4096) {
+            r.push(piece.to_vec());
+        }
+        r.start(RunState::Ended, &out);
+        assert!(r.busy);
+        let model = next_model(&mut r).unwrap();
+        assert!(!r.busy);
+        let here = build_model(&trace, "pid 1", RunState::Ended, &out);
+        assert_eq!(model.counters, here.counters);
+        assert_eq!(model.findings, here.findings);
+        assert_eq!(model.output, ["out"]);
+        assert!(model.counters.compiles > 0);
+    }
+
+    #[test]
+    fn a_stream_that_is_not_a_trace_is_reported_once() {
+        let mut r = Rebuilder::new("pid 1").unwrap();
+        r.push(b"definitely not a tpuscope trace header".to_vec());
+        r.push(b"more".to_vec());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let e = loop {
+            if let Some(FromModel::Broken(e)) = r.poll() {
+                break e;
+            }
+            assert!(Instant::now() < deadline, "never reported");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(!e.is_empty());
+        r.start(RunState::Ended, &[]);
+        assert!(
+            next_model(&mut r).is_none(),
+            "no model after a broken stream"
+        );
+    }
 }
