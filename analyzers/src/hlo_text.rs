@@ -870,6 +870,32 @@ fn span_of(comp_lines: &[Range<usize>], comps: Range<usize>) -> Range<usize> {
     }
 }
 
+/// Myers diff of `a[ra]` and `b[rb]`, its ranges given in indexes of `a` and `b`.
+fn diff_ranges(
+    a: &[u64],
+    ra: Range<usize>,
+    b: &[u64],
+    rb: Range<usize>,
+    deadline: Instant,
+) -> Vec<(DiffTag, Range<usize>, Range<usize>)> {
+    capture_diff_slices_deadline(
+        Algorithm::Myers,
+        &a[ra.clone()],
+        &b[rb.clone()],
+        Some(deadline),
+    )
+    .iter()
+    .map(|op| {
+        let (tag, oa, ob) = op.as_tag_tuple();
+        (
+            tag,
+            oa.start + ra.start..oa.end + ra.start,
+            ob.start + rb.start..ob.end + rb.start,
+        )
+    })
+    .collect()
+}
+
 /// Aligns two runs of lines by a diff of their normalized text; within a replaced block, lines
 /// of the same identity are paired as `Changed`.
 fn align_lines(
@@ -880,16 +906,7 @@ fn align_lines(
     deadline: Instant,
     rows: &mut Vec<SideRow>,
 ) {
-    let ops = capture_diff_slices_deadline(
-        Algorithm::Myers,
-        &la.text_key[ra.clone()],
-        &lb.text_key[rb.clone()],
-        Some(deadline),
-    );
-    for op in ops {
-        let (tag, oa, ob) = op.as_tag_tuple();
-        let oa = oa.start + ra.start..oa.end + ra.start;
-        let ob = ob.start + rb.start..ob.end + rb.start;
+    for (tag, oa, ob) in diff_ranges(&la.text_key, ra, &lb.text_key, rb, deadline) {
         match tag {
             DiffTag::Equal => {
                 for (x, y) in oa.zip(ob) {
@@ -913,16 +930,7 @@ fn pair_replaced(
     deadline: Instant,
     rows: &mut Vec<SideRow>,
 ) {
-    let ops = capture_diff_slices_deadline(
-        Algorithm::Myers,
-        &la.ident_key[ra.clone()],
-        &lb.ident_key[rb.clone()],
-        Some(deadline),
-    );
-    for op in ops {
-        let (tag, oa, ob) = op.as_tag_tuple();
-        let oa = oa.start + ra.start..oa.end + ra.start;
-        let ob = ob.start + rb.start..ob.end + rb.start;
+    for (tag, oa, ob) in diff_ranges(&la.ident_key, ra, &lb.ident_key, rb, deadline) {
         match tag {
             DiffTag::Equal => {
                 for (x, y) in oa.zip(ob) {

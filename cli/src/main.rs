@@ -14,6 +14,7 @@ mod ps;
 mod report_cmd;
 mod run;
 mod summary;
+mod torch_logs;
 mod view_cmd;
 
 use std::path::PathBuf;

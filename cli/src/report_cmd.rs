@@ -4,7 +4,6 @@ mod fmt;
 mod junit;
 mod markdown;
 mod text;
-pub(crate) mod torch_logs;
 
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -119,7 +118,7 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         .iter()
         .zip(&sources)
         .filter_map(|((path, t), file)| {
-            torch_logs::find(args.torch_trace.as_deref(), file, Some(t), path)
+            crate::torch_logs::find(args.torch_trace.as_deref(), file, Some(t), path)
         })
         .collect();
     tpuscope_analyzers::torch_trace::attach(&mut rep, &inputs, &torch_logs);

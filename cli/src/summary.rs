@@ -116,7 +116,7 @@ fn findings_text(path: &Path, trace: &Trace) -> String {
     }];
     let mut report = tpuscope_analyzers::analyze(&inputs);
     // dynamo's graph breaks and guard failures, when the run logged them (TORCH_TRACE).
-    if let Some(logs) = crate::report_cmd::torch_logs::find(None, path, Some(trace), &label) {
+    if let Some(logs) = crate::torch_logs::find(None, path, Some(trace), &label) {
         tpuscope_analyzers::torch_trace::attach(&mut report, &inputs, &[logs]);
     }
     let mut o = String::new();

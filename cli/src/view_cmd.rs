@@ -58,7 +58,7 @@ pub fn view(args: &ViewArgs) -> Result<i32> {
         .traces
         .iter()
         .filter_map(|p| {
-            crate::report_cmd::torch_logs::find(
+            crate::torch_logs::find(
                 args.torch_trace.as_deref(),
                 p,
                 None,

@@ -4,25 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use common::tmux::{Tmux, shell_quote};
+use common::tmux::{Tmux, shell_quote, wait_file};
 use common::*;
-
-fn wait_file(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::fs::read_to_string(path).unwrap()
-}
 
 /// The number after `label` on the counters line, e.g. `compiles 4`.
 fn counter(screen: &str, label: &str) -> u64 {

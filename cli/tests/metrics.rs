@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::tmux::{Tmux, shell_quote};
+use common::tmux::{Tmux, shell_quote, wait_file};
 use common::*;
 
 /// Steps of the workload between its gates; it syncs once per step.
@@ -196,19 +196,6 @@ fn scrape_until_settled(addr: SocketAddr, what: &str, done: impl Fn(&Scrape) -> 
         assert!(Instant::now() < deadline, "the metrics never showed {what}");
         std::thread::sleep(Duration::from_millis(700));
     }
-}
-
-fn wait_file(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::fs::read_to_string(path).unwrap()
 }
 
 /// The address from tpuscope's `metrics on http://ADDR/metrics` line.

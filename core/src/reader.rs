@@ -556,21 +556,7 @@ impl TraceBuilder {
             if self.pending.len() < header.len {
                 return Ok(0);
             }
-            self.trace = Some(Trace {
-                header,
-                manifest: None,
-                client: None,
-                strings: HashMap::new(),
-                stacks: HashMap::new(),
-                blobs: HashMap::new(),
-                events: Vec::new(),
-                end: None,
-                damage: Vec::new(),
-                unknown_records: 0,
-                undecodable_records: 0,
-                completeness: Completeness::NoEndRecord { file_len: 0 },
-                segment: None,
-            });
+            self.trace = Some(empty_trace(header, 0, None));
             self.pending.drain(..header.len);
             self.base = header.len as u64;
         }

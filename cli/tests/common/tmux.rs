@@ -62,3 +62,17 @@ impl Drop for Tmux {
 pub fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
 }
+
+/// Waits (up to 90 s) for a gate file the workload writes, and returns its text.
+pub fn wait_file(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::read_to_string(path).unwrap()
+}
