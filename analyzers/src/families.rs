@@ -8,8 +8,9 @@ use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
 use crate::diff::{Cause, Diff, diff_programs};
+use crate::phases::{Origin, origin_of_stack};
 use crate::program::{Program, decode_compile};
-use crate::source::{SourceLoc, user_frame};
+use crate::source::{SourceLoc, library_frame, outside_frame, user_frame};
 
 /// One compile, with what the analyses need from it.
 #[derive(Clone, Debug)]
@@ -31,6 +32,10 @@ pub struct CompileView {
     pub program: Option<Arc<Program>>,
     /// Equal for the same program (decoded: names and ids ignored; else the raw bytes).
     pub same_program_key: u64,
+    /// A graph (families are made of these) or an eager op (grouped by call site instead).
+    pub origin: Origin,
+    /// The library frame that asked for it, for ops a library's code ran (flax's initializers).
+    pub library: Option<SourceLoc>,
 }
 
 /// The compiles of a trace, with programs decoded once per distinct blob.
@@ -60,6 +65,19 @@ pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
             (Some(p), "hlo" | "hlo_with_config") => p.exact_key,
             _ => c.program_hash,
         };
+        let caller = outside_frame(trace, c.stack);
+        let origin = match origin_of_stack(trace, c.stack) {
+            Some(Origin::Graph)
+                if caller.is_some()
+                    && program.as_ref().and_then(|p| p.body_frame.as_ref()) == caller.as_ref() =>
+            {
+                Origin::Op
+            }
+            Some(o) => o,
+            None => program
+                .as_ref()
+                .map_or(Origin::Graph, |p| origin_of_program(p)),
+        };
         out.push(CompileView {
             run,
             event,
@@ -76,9 +94,56 @@ pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
             failed: c.error.is_some(),
             program,
             same_program_key,
+            origin,
+            library: library_frame(trace, c.stack),
         });
     }
     out
+}
+
+/// Opcodes that carry no computation of their own.
+const PLUMBING: &[&str] = &[
+    "parameter",
+    "constant",
+    "tuple",
+    "get-tuple-element",
+    "bitcast",
+    "copy",
+    "reshape",
+    "broadcast",
+];
+
+/// Without a stack, a program that does one thing is taken for an eager op. Its work is counted
+/// over all computations (so a fusion counts for what it fuses), leaving out plumbing and the
+/// scalar reducers that `reduce` and friends apply.
+fn origin_of_program(p: &Program) -> Origin {
+    const WITH_REDUCER: &[&str] = &[
+        "reduce",
+        "reduce-window",
+        "scatter",
+        "select-and-scatter",
+        "sort",
+        "map",
+        "all-reduce",
+        "reduce-scatter",
+    ];
+    let reducers: std::collections::HashSet<i64> = p
+        .module
+        .computations
+        .iter()
+        .flat_map(|c| &c.instructions)
+        .filter(|i| WITH_REDUCER.contains(&i.opcode.as_str()))
+        .flat_map(|i| i.called_computation_ids.iter().copied())
+        .collect();
+    let work = p
+        .module
+        .computations
+        .iter()
+        .filter(|c| !reducers.contains(&c.id))
+        .flat_map(|c| &c.instructions)
+        .filter(|i| !PLUMBING.contains(&i.opcode.as_str()) && i.opcode != "fusion")
+        .count();
+    if work <= 1 { Origin::Op } else { Origin::Graph }
 }
 
 /// `SyncTensorsGraph.52` → `SyncTensorsGraph`: torch_xla numbers its graphs.
@@ -132,7 +197,8 @@ const MERGE_SIMILARITY: f64 = 0.5;
 pub fn families(compiles: &[CompileView]) -> Vec<Family> {
     let mut families: Vec<Family> = Vec::new();
     for (idx, c) in compiles.iter().enumerate() {
-        if c.failed {
+        // Ops are grouped by call site, not into families (`phases`).
+        if c.failed || c.origin == Origin::Op {
             continue;
         }
         let name = graph_name(&c.name);

@@ -12,6 +12,8 @@ pub mod flame;
 pub mod hbm;
 pub mod hlo_text;
 pub mod hosts;
+pub mod library_reads;
+pub mod phases;
 pub mod program;
 pub mod report;
 pub mod source;

@@ -6,7 +6,7 @@ use prost::Message;
 use tpuscope_core::hlo::{self, HloInstructionProto, HloModuleProto, ShapeProto};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::source::{SourceLoc, is_framework_file};
+use crate::source::{FrameClass, SourceLoc, frame_class, is_framework_file};
 
 /// Which of the compile's programs was decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +67,11 @@ pub struct Program {
     /// stacks: the innermost user frame every op's stack passes through. The fallback when the
     /// compile itself carries no Python stack (TorchTPU compiles on a worker thread).
     pub call_site: Option<SourceLoc>,
+    /// The one user-or-library frame every op's recorded stack ends in, when they all end in the
+    /// same one. When that is the frame that called the jitted function, the traced body ran
+    /// only frontend code (a function JAX jitted itself, such as `jax.nn.relu`): an eager op for
+    /// the user, however it was called.
+    pub body_frame: Option<SourceLoc>,
 }
 
 impl Program {
@@ -82,7 +87,7 @@ impl Program {
             .into_iter()
             .map(|i| param_of(&module, i))
             .collect();
-        let call_site = call_site(&module);
+        let (call_site, body_frame) = call_site(&module);
         Program {
             module,
             origin,
@@ -91,6 +96,7 @@ impl Program {
             ops,
             params,
             call_site,
+            body_frame,
         }
     }
 
@@ -115,8 +121,13 @@ impl Program {
 /// At most this many ops' stacks are intersected: enough to agree on a call site.
 const CALL_SITE_SAMPLE: usize = 256;
 
-fn call_site(module: &HloModuleProto) -> Option<SourceLoc> {
-    let mut common: Option<Vec<(String, i32, String)>> = None;
+/// The call site (see [`Program::call_site`]), and the one user-or-library frame every op's
+/// stack ends in, if they all end in the same one (see [`Program::body_frame`]).
+fn call_site(module: &HloModuleProto) -> (Option<SourceLoc>, Option<SourceLoc>) {
+    type Frames = Vec<(String, i32, String)>;
+    let mut common: Option<Frames> = None;
+    // None: no op seen yet; Some(None): ops end in different frames.
+    let mut innermost: Option<Option<(String, i32, String)>> = None;
     let mut seen = std::collections::HashSet::new();
     let ids = module
         .computations
@@ -126,8 +137,21 @@ fn call_site(module: &HloModuleProto) -> Option<SourceLoc> {
         .filter(|&id| id > 0 && seen.insert(id))
         .take(CALL_SITE_SAMPLE);
     for id in ids {
+        // Innermost first.
+        let all = hlo::resolve_stack(module, id);
+        let inner = all
+            .iter()
+            .find(|(f, line, _)| {
+                *line > 0 && matches!(frame_class(f), FrameClass::User | FrameClass::Library)
+            })
+            .cloned();
+        innermost = Some(match innermost {
+            None => inner,
+            Some(prev) if prev == inner => prev,
+            Some(_) => None,
+        });
         // Outermost first, user frames only.
-        let mut frames: Vec<(String, i32, String)> = hlo::resolve_stack(module, id)
+        let mut frames: Frames = all
             .into_iter()
             .filter(|(f, line, _)| !is_framework_file(f) && *line > 0)
             .collect();
@@ -142,12 +166,16 @@ fn call_site(module: &HloModuleProto) -> Option<SourceLoc> {
                 .collect(),
         });
     }
-    let (file, line, function) = common?.pop()?;
-    Some(SourceLoc {
-        file,
-        line: u32::try_from(line).ok()?,
-        function,
-    })
+    let loc = |(file, line, function): (String, i32, String)| {
+        Some(SourceLoc {
+            file,
+            line: u32::try_from(line).ok()?,
+            function,
+        })
+    };
+    let site = common.and_then(|mut c| c.pop()).and_then(loc);
+    let body = innermost.flatten().and_then(loc);
+    (site, body)
 }
 
 fn param_of(module: &HloModuleProto, inst: &HloInstructionProto) -> Param {

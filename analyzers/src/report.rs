@@ -11,6 +11,7 @@ use crate::diff::{Cause, Diff};
 use crate::families::{self, CompileView, Family};
 use crate::hbm::{self, DeviceMemory, ExecutableMemory, OomReport};
 use crate::hosts;
+use crate::phases::{Origin, Phase};
 use crate::source::{SourceLoc, stack_lines};
 use crate::steps::{self, StepSource, Steps};
 use crate::suggest;
@@ -29,6 +30,9 @@ pub struct Report {
     pub warnings: Vec<String>,
     pub compiles: CompileSummary,
     pub recompiles: Vec<FamilyReport>,
+    /// Each run's set-up, steady state and tail, with the compile time each holds.
+    #[serde(default)]
+    pub phases: Vec<PhaseReport>,
     pub syncs: Vec<SyncLine>,
     pub runtime_waits: u64,
     pub steps: StepsReport,
@@ -93,6 +97,55 @@ pub struct CompileSummary {
     /// first two steps): listed in `recompiles` with `finding: false`.
     pub warmup_recompiles: u64,
     pub by_cause: BTreeMap<String, u64>,
+    /// Compiles of eager ops (one program per shape; not families, not recompiles).
+    #[serde(default)]
+    pub op_compiles: u64,
+    /// Compile time before the loop's steady state (init, warm-up steps), and its share of the
+    /// runs' wall time: stated whether or not it is a finding.
+    #[serde(default)]
+    pub setup_compile_ms: f64,
+    #[serde(default)]
+    pub setup_compile_share: f64,
+}
+
+/// One phase of one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PhaseReport {
+    pub run: usize,
+    pub phase: Phase,
+    /// Offset from the run's start.
+    pub start_ms: f64,
+    pub dur_ms: f64,
+    /// Of the run's wall time.
+    pub share: f64,
+    /// Loop steps in it (warm-up steps for set-up).
+    pub steps: u64,
+    pub compiles: u64,
+    pub compile_ms: f64,
+    pub op_compiles: u64,
+    /// The eager op compiles, by the user's line that caused them, most compile time first.
+    pub op_sites: Vec<OpSite>,
+}
+
+/// Eager op compiles asked for by one line of the user's code.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OpSite {
+    /// The user's line (absent: no user frame, e.g. a library's own thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLoc>,
+    /// The library frame inside that line's call, when a library ran the ops (flax's init).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<SourceLoc>,
+    pub compiles: u64,
+    pub compile_ms: f64,
+    /// The ops' program names, up to eight.
+    pub ops: Vec<String>,
+    /// In how many distinct steps they compiled.
+    pub steps: u32,
+    /// The graph whose recompiles these compiles came with (the same new shapes, the same
+    /// steps): its finding covers them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explained_by: Option<String>,
 }
 
 /// A recompile family.
@@ -141,13 +194,13 @@ pub struct StepsReport {
     pub count: u64,
     /// `marker torch_xla.sync`, `dominant executable jit_train_step`, or `none`.
     pub detected_by: String,
-    /// Executable launches in the worst step after the first.
+    /// Executable launches in the worst steady-state step.
     pub graph_fragments_per_step: u64,
-    /// Host syncs in the worst step after the first.
+    /// Host syncs in the worst steady-state step.
     pub syncs_per_step: u64,
     pub mean_graph_fragments_per_step: f64,
     pub mean_syncs_per_step: f64,
-    /// Compiles in steps after the first (a steady-state loop compiles nothing).
+    /// Compiles in steady-state steps (a steady loop compiles nothing).
     pub compiles_after_first_step: u64,
     pub per_step: Vec<StepRow>,
 }
@@ -163,6 +216,9 @@ pub struct StepRow {
     pub syncs: u32,
     pub compiles: u32,
     pub stall_ms: f64,
+    /// Past warm-up: what every step of the loop does.
+    #[serde(default)]
+    pub steady: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -353,6 +409,7 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         warnings: Vec::new(),
         compiles: CompileSummary::default(),
         recompiles: Vec::new(),
+        phases: Vec::new(),
         syncs: Vec::new(),
         runtime_waits: 0,
         steps: StepsReport::default(),
@@ -388,6 +445,10 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         collect_errors(trace, &mut errors);
         let fams = families::families(&compiles);
         report_families(&mut report, trace, &compiles, &fams, &steps);
+        let recompile_steps = recompile_steps(&fams, &compiles, &steps);
+        report
+            .phases
+            .extend(phase_reports(run, &compiles, &steps, &recompile_steps));
         all_syncs.extend(syncs);
         all_steps.push(steps);
         all_compiles.push(compiles);
@@ -410,7 +471,7 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         .first()
         .is_some_and(|t| t.frontend.starts_with("torch"));
     report.syncs = syncs::group(&all_syncs, total_steps, torch, |run, t| {
-        all_steps.get(run).and_then(|s| s.step_at(t))
+        all_steps.get(run).and_then(|s| s.steady_step_at(t))
     });
     report.steps = steps_report(&traces, &all_steps);
     report.cache = cache::cache(&traces, &all_compiles, !multi_host);
@@ -601,19 +662,143 @@ fn report_families(
     }
 }
 
-/// Steps that may legitimately compile: step 1 traces the loop, step 2 traces it again once the
-/// optimizer state exists (torch_xla), and setup before the first step compiles what it likes.
-const WARMUP_STEPS: usize = 2;
-
-/// True when a compile at `t` is past warm-up (always, for a run without steps).
+/// True when a compile at `t` recurs while the loop runs: in the steady state, or anywhere for
+/// a run without steps (nothing tells set-up from loop there).
 fn steady(steps: &Steps, t: u64) -> bool {
-    let Some(last) = steps.steps.last() else {
-        return true;
+    steps.phase_at(t).is_none_or(|p| p == Phase::Steady)
+}
+
+/// The steps in which each family recompiled in the steady state.
+fn recompile_steps(
+    fams: &[Family],
+    compiles: &[CompileView],
+    steps: &Steps,
+) -> Vec<(String, BTreeSet<usize>)> {
+    fams.iter()
+        .filter(|f| f.members.len() > 1)
+        .map(|f| {
+            let at: BTreeSet<usize> = f
+                .members
+                .iter()
+                .skip(1)
+                .map(|m| compiles[m.compile].t_ns)
+                .filter(|&t| steps.phase_at(t) == Some(Phase::Steady))
+                .filter_map(|t| steps.step_at(t))
+                // A graph compiles before the launch that starts its step: the ops that come
+                // with it compile in that step or the one before.
+                .flat_map(|i| [i, i + 1])
+                .collect();
+            (f.graph.clone(), at)
+        })
+        .filter(|(_, at)| !at.is_empty())
+        .collect()
+}
+
+/// At most this many op sites are listed per phase; the counts cover them all.
+const MAX_OP_SITES: usize = 10;
+
+/// Set-up and tail compiles are a finding only past both: on a real job a minute of init
+/// compiles is noise next to hours of training, but half an hour of it is not.
+const SETUP_COMPILE_FINDING_MS: f64 = 30_000.0;
+const SETUP_COMPILE_FINDING_SHARE: f64 = 0.2;
+
+/// An op site in the steady state is a finding when it keeps compiling: at least this many
+/// compiles, in at least this many distinct steps.
+const OP_SITE_FINDING_COMPILES: u64 = 3;
+const OP_SITE_FINDING_STEPS: u32 = 3;
+
+/// The phases of one run with their compiles, eager op compiles grouped by the user's line.
+fn phase_reports(
+    run: usize,
+    compiles: &[CompileView],
+    steps: &Steps,
+    recompile_steps: &[(String, BTreeSet<usize>)],
+) -> Vec<PhaseReport> {
+    let Some(p) = steps.phases else {
+        return Vec::new();
     };
-    match steps.step_at(t) {
-        Some(i) => i >= WARMUP_STEPS,
-        None => t >= last.end_ns && steps.steps.len() > WARMUP_STEPS,
-    }
+    let total = p.run_end_ns.saturating_sub(p.run_start_ns).max(1);
+    let spans = [
+        (Phase::Setup, p.run_start_ns, p.steady_start_ns),
+        (Phase::Steady, p.steady_start_ns, p.loop_end_ns),
+        (Phase::Tail, p.loop_end_ns, p.run_end_ns),
+    ];
+    let warmup = u64::from(p.warmup_steps);
+    spans
+        .into_iter()
+        .map(|(phase, start, end)| {
+            let in_phase: Vec<&CompileView> = compiles
+                .iter()
+                .filter(|c| p.phase_at(c.t_ns) == phase)
+                .collect();
+            type Acc = (
+                u64,
+                u64,
+                BTreeMap<SourceLoc, u32>,
+                BTreeSet<String>,
+                BTreeSet<usize>,
+            );
+            let mut sites: BTreeMap<Option<SourceLoc>, Acc> = BTreeMap::new();
+            for c in in_phase.iter().filter(|c| c.origin == Origin::Op) {
+                let a = sites.entry(c.source.clone()).or_default();
+                a.0 += 1;
+                a.1 += c.dur_ns;
+                if let Some(l) = &c.library {
+                    *a.2.entry(l.clone()).or_default() += 1;
+                }
+                if a.3.len() < 8 {
+                    a.3.insert(c.name.clone());
+                }
+                if let Some(i) = steps.step_at(c.t_ns) {
+                    a.4.insert(i);
+                }
+            }
+            let mut op_sites: Vec<OpSite> = sites
+                .into_iter()
+                .map(|(source, (n, dur, libs, ops, in_steps))| OpSite {
+                    // Ops that compiled again in the steps where a graph recompiled did so for
+                    // the same new shapes: that graph's finding says it.
+                    explained_by: recompile_steps
+                        .iter()
+                        .find(|(_, s)| {
+                            !in_steps.is_empty()
+                                && in_steps.intersection(s).count() * 2 >= in_steps.len()
+                        })
+                        .map(|(g, _)| g.clone()),
+                    source,
+                    library: libs.iter().max_by_key(|(_, k)| **k).map(|(l, _)| l.clone()),
+                    compiles: n,
+                    compile_ms: ms(dur),
+                    ops: ops.into_iter().collect(),
+                    steps: u32::try_from(in_steps.len()).unwrap_or(u32::MAX),
+                })
+                .collect();
+            op_sites.sort_by(|a, b| {
+                b.compile_ms
+                    .total_cmp(&a.compile_ms)
+                    .then(a.source.cmp(&b.source))
+            });
+            let op_compiles = op_sites.iter().map(|o| o.compiles).sum();
+            op_sites.truncate(MAX_OP_SITES);
+            let n_steps = steps.steps.len() as u64;
+            PhaseReport {
+                run,
+                phase,
+                start_ms: ms(start.saturating_sub(p.run_start_ns)),
+                dur_ms: ms(end.saturating_sub(start)),
+                share: end.saturating_sub(start) as f64 / total as f64,
+                steps: match phase {
+                    Phase::Setup => warmup.min(n_steps),
+                    Phase::Steady => n_steps.saturating_sub(warmup),
+                    Phase::Tail => 0,
+                },
+                compiles: in_phase.len() as u64,
+                compile_ms: in_phase.iter().map(|c| ms(c.dur_ns)).sum(),
+                op_compiles,
+                op_sites,
+            }
+        })
+        .collect()
 }
 
 /// The family's one-line details, its fix, and the line a user would edit.
@@ -919,18 +1104,19 @@ fn steps_report(traces: &[&Trace], all: &[Steps]) -> StepsReport {
             };
         }
         r.count += steps.steps.len() as u64;
-        r.graph_fragments_per_step = r.graph_fragments_per_step.max(u64::from(
-            steps.worst_after_first(|s| s.executes).unwrap_or(0),
-        ));
+        r.graph_fragments_per_step = r
+            .graph_fragments_per_step
+            .max(u64::from(steps.worst_steady(|s| s.executes).unwrap_or(0)));
         r.syncs_per_step = r
             .syncs_per_step
-            .max(u64::from(steps.worst_after_first(|s| s.syncs).unwrap_or(0)));
-        for s in steps.steps.iter().skip(1) {
+            .max(u64::from(steps.worst_steady(|s| s.syncs).unwrap_or(0)));
+        for s in steps.steady() {
             r.compiles_after_first_step += u64::from(s.compiles);
             fragments.push(f64::from(s.executes));
             syncs.push(f64::from(s.syncs));
         }
-        for s in &steps.steps {
+        let first_steady = steps.steps.len() - steps.steady().len();
+        for (i, s) in steps.steps.iter().enumerate() {
             if r.per_step.len() >= 10_000 {
                 break;
             }
@@ -944,6 +1130,7 @@ fn steps_report(traces: &[&Trace], all: &[Steps]) -> StepsReport {
                 syncs: s.syncs,
                 compiles: s.compiles,
                 stall_ms: ms(s.stall_ns),
+                steady: i >= first_steady,
             });
         }
     }
@@ -979,6 +1166,19 @@ fn summarize_compiles(report: &mut Report, all: &[Vec<CompileView>]) {
     for f in counted {
         *c.by_cause.entry(f.cause.as_str().to_string()).or_default() += f.count - 1;
     }
+    c.op_compiles = all
+        .iter()
+        .flatten()
+        .filter(|x| x.origin == Origin::Op)
+        .count() as u64;
+    let setup = report.phases.iter().filter(|p| p.phase == Phase::Setup);
+    c.setup_compile_ms = setup.clone().map(|p| p.compile_ms).sum();
+    let wall: f64 = report.phases.iter().map(|p| p.dur_ms).sum();
+    c.setup_compile_share = if wall > 0.0 {
+        c.setup_compile_ms / wall
+    } else {
+        0.0
+    };
 }
 
 /// A sync line is a finding when it blocks in at least this share of the steps after the first.
@@ -997,7 +1197,86 @@ fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
             suggestion: f.suggestion.clone(),
         });
     }
-    let later_steps: usize = steps.iter().map(|s| s.steps.len().saturating_sub(1)).sum();
+    for p in report.phases.iter().filter(|p| p.phase == Phase::Steady) {
+        for o in &p.op_sites {
+            if o.compiles < OP_SITE_FINDING_COMPILES
+                || o.steps < OP_SITE_FINDING_STEPS
+                || o.explained_by.is_some()
+            {
+                continue;
+            }
+            let at = o
+                .source
+                .as_ref()
+                .map(|s| format!(" at {s}"))
+                .unwrap_or_default();
+            let inside = o
+                .library
+                .as_ref()
+                .map(|l| format!(" (inside {} {})", l, l.function))
+                .unwrap_or_default();
+            out.push(Finding {
+                kind: "recompile".into(),
+                title: format!(
+                    "eager ops{at}{inside} kept compiling in the steady state: {} compiles in {} steps ({:.0} ms): {}",
+                    o.compiles,
+                    o.steps,
+                    o.compile_ms,
+                    o.ops.join(", ")
+                ),
+                source: o.source.clone(),
+                suggestion: if frontend.starts_with("jax") {
+                    format!("each new shape compiles these ops again: move the code{at} into the jitted step (or `jax.jit` the function that holds it) and keep its shapes fixed")
+                } else {
+                    format!("each new shape compiles these ops again: keep the shapes{at} fixed (pad or bucket them)")
+                },
+            });
+        }
+    }
+    let outside: f64 = report
+        .phases
+        .iter()
+        .filter(|p| p.phase != Phase::Steady)
+        .map(|p| p.compile_ms)
+        .sum();
+    let wall: f64 = report.phases.iter().map(|p| p.dur_ms).sum();
+    if outside >= SETUP_COMPILE_FINDING_MS
+        && wall > 0.0
+        && outside / wall >= SETUP_COMPILE_FINDING_SHARE
+    {
+        let ops: u64 = report
+            .phases
+            .iter()
+            .filter(|p| p.phase != Phase::Steady)
+            .map(|p| p.op_compiles)
+            .sum();
+        let op_part = if ops > 0 {
+            if frontend.starts_with("jax") {
+                format!(
+                    "; {ops} of them are eager ops: `jax.jit` the set-up code (e.g. `jax.jit(model.init)`) so one program replaces them"
+                )
+            } else {
+                format!("; {ops} of them are eager ops compiled one by one")
+            }
+        } else {
+            String::new()
+        };
+        out.push(Finding {
+            kind: "setup_compile".into(),
+            title: format!(
+                "compiling outside the training loop takes {:.1} s, {:.0}% of the run (set-up {:.1} s, tail {:.1} s)",
+                outside / 1e3,
+                outside / wall * 100.0,
+                report.compiles.setup_compile_ms / 1e3,
+                (outside - report.compiles.setup_compile_ms) / 1e3
+            ),
+            source: None,
+            suggestion: format!(
+                "every start pays this again: enable the persistent compilation cache so restarts load the programs{op_part}"
+            ),
+        });
+    }
+    let later_steps: usize = steps.iter().map(|s| s.steady().len()).sum();
     for s in &report.syncs {
         let frequent = if later_steps > 0 {
             s.count >= 2
@@ -1109,6 +1388,66 @@ fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// One line per run: `set-up 2.31 s (71%) · steady state 850 ms (62 steps) · tail 90.0 ms`;
+/// empty for runs without steps.
+pub fn phases_lines(report: &Report) -> Vec<String> {
+    use crate::units::{duration, percent, plural};
+    let mut out = Vec::new();
+    for run in 0..report.traces.len() {
+        let parts: Vec<String> = report
+            .phases
+            .iter()
+            .filter(|p| p.run == run)
+            .map(|p| {
+                let steps = match p.phase {
+                    Phase::Setup if p.steps > 0 => {
+                        format!(", incl. {} of warm-up", plural(p.steps, "step", "steps"))
+                    }
+                    Phase::Steady => format!(", {}", plural(p.steps, "step", "steps")),
+                    _ => String::new(),
+                };
+                format!(
+                    "{} {} ({}{steps})",
+                    p.phase.as_str(),
+                    duration(p.dur_ms),
+                    percent(p.share)
+                )
+            })
+            .collect();
+        if !parts.is_empty() {
+            out.push(parts.join(" · "));
+        }
+    }
+    out
+}
+
+/// What compiling before the steady state cost, always said (finding or not).
+pub fn setup_compile_line(report: &Report) -> Option<String> {
+    use crate::units::{duration, percent, plural};
+    if report.phases.is_empty() {
+        return None;
+    }
+    let setup: Vec<&PhaseReport> = report
+        .phases
+        .iter()
+        .filter(|p| p.phase == Phase::Setup)
+        .collect();
+    let compiles: u64 = setup.iter().map(|p| p.compiles).sum();
+    let ops: u64 = setup.iter().map(|p| p.op_compiles).sum();
+    let c = &report.compiles;
+    let of_which = if ops > 0 {
+        format!(", {} of them eager ops", ops)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "set-up compiled {} in {} ({} of the run{of_which})",
+        plural(compiles, "program", "programs"),
+        duration(c.setup_compile_ms),
+        percent(c.setup_compile_share),
+    ))
 }
 
 /// Evaluates budgets against a report.

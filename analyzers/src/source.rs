@@ -45,6 +45,57 @@ const FRAMEWORK_SOURCE_MARKERS: &[&str] = &[
     "/tpuscope_agent/",
 ];
 
+/// Whose code a Python frame is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameClass {
+    /// The user's own code: the lines a user edits.
+    User,
+    /// A library installed next to the frontend (flax, optax, transformers, …): code the user
+    /// calls but does not edit.
+    Library,
+    /// The frontend itself (jax, torch, torch_xla, torch_tpu) or tpuscope's agent.
+    Frontend,
+    /// The interpreter's standard library and synthetic frames (`<frozen runpy>`).
+    Stdlib,
+}
+
+/// Installed packages that are the frontends themselves, as path pieces after `site-packages/`.
+const FRONTEND_PACKAGES: &[&str] = &[
+    "jax/",
+    "jaxlib/",
+    "jax_plugins/",
+    "torch/",
+    "torch_xla/",
+    "torch_tpu/",
+    "libtpu/",
+    "tpuscope_agent/",
+];
+
+/// Classifies the file of a frame.
+pub fn frame_class(file: &str) -> FrameClass {
+    if file.is_empty() || file.starts_with('<') {
+        return FrameClass::Stdlib;
+    }
+    let installed = ["/site-packages/", "/dist-packages/"]
+        .iter()
+        .find_map(|m| file.find(m).map(|i| &file[i + m.len()..]));
+    if let Some(rest) = installed {
+        return if FRONTEND_PACKAGES.iter().any(|p| rest.starts_with(p)) {
+            FrameClass::Frontend
+        } else {
+            FrameClass::Library
+        };
+    }
+    if FRAMEWORK_SOURCE_MARKERS.iter().any(|m| file.contains(m)) {
+        return FrameClass::Frontend;
+    }
+    if file.contains("/lib/python3") {
+        return FrameClass::Stdlib;
+    }
+    FrameClass::User
+}
+
 /// True for frames inside the frontends, site-packages, the standard library or the agent.
 pub fn is_framework_file(file: &str) -> bool {
     if file.is_empty() || file.starts_with('<') {
@@ -67,6 +118,42 @@ pub fn user_frame(trace: &Trace, stack: u32) -> Option<SourceLoc> {
     def.frames.iter().find_map(|f| {
         let file = trace.string(f.file);
         (!is_framework_file(file)).then(|| SourceLoc {
+            file: file.to_string(),
+            line: f.line,
+            function: trace.string(f.function).to_string(),
+        })
+    })
+}
+
+/// The innermost library frame (flax, transformers, …: not the frontend) between the event and
+/// the user's frame: where a library did what the user's call asked for. `None` when the user's
+/// line called the frontend directly.
+pub fn library_frame(trace: &Trace, stack: u32) -> Option<SourceLoc> {
+    let def = trace.stacks.get(&stack)?;
+    for f in &def.frames {
+        let file = trace.string(f.file);
+        match frame_class(file) {
+            FrameClass::User => return None,
+            FrameClass::Library => {
+                return Some(SourceLoc {
+                    file: file.to_string(),
+                    line: f.line,
+                    function: trace.string(f.function).to_string(),
+                });
+            }
+            FrameClass::Frontend | FrameClass::Stdlib => {}
+        }
+    }
+    None
+}
+
+/// The innermost frame outside the frontend (the user's or a library's): the code that called
+/// into the frontend.
+pub fn outside_frame(trace: &Trace, stack: u32) -> Option<SourceLoc> {
+    let def = trace.stacks.get(&stack)?;
+    def.frames.iter().find_map(|f| {
+        let file = trace.string(f.file);
+        matches!(frame_class(file), FrameClass::User | FrameClass::Library).then(|| SourceLoc {
             file: file.to_string(),
             line: f.line,
             function: trace.string(f.function).to_string(),
@@ -118,6 +205,40 @@ mod tests {
             "/work/main/examples/torch_xla/step_index_slice.py",
         ] {
             assert!(!is_framework_file(f), "{f}");
+        }
+    }
+
+    #[test]
+    fn frames_are_classed_by_whose_code_they_are() {
+        use FrameClass::*;
+        for (f, want) in [
+            ("/v/lib/python3.11/site-packages/jax/_src/pjit.py", Frontend),
+            (
+                "/v/lib/python3.11/site-packages/torch_xla/core/xla_model.py",
+                Frontend,
+            ),
+            (
+                "/v/lib/python3.11/site-packages/flax/linen/linear.py",
+                Library,
+            ),
+            (
+                "/v/lib/python3.11/site-packages/transformers/masking_utils.py",
+                Library,
+            ),
+            (
+                "/v/lib/python3.11/site-packages/jaxtyping/_decorator.py",
+                Library,
+            ),
+            (
+                "/home/u/.cache/tpuscope/0.1.0/python/tpuscope_agent/frontends.py",
+                Frontend,
+            ),
+            ("/usr/lib/python3.11/threading.py", Stdlib),
+            ("<frozen runpy>", Stdlib),
+            ("/home/me/jax/train.py", User),
+            ("train.py", User),
+        ] {
+            assert_eq!(frame_class(f), want, "{f}");
         }
     }
 

@@ -1,10 +1,13 @@
 //! Step boundaries and what each step did.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
+
+use crate::phases::{Origin, Phases, origin_of_stack};
+use crate::source::{SourceLoc, user_frame};
 
 /// How the steps were found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,12 +44,37 @@ pub struct Step {
 pub struct Steps {
     pub source: StepSource,
     pub steps: Vec<Step>,
+    /// Set-up, steady state and tail (absent without steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
 }
 
 impl Steps {
-    /// The worst step after the first (the first carries warm-up compiles and reads).
-    pub fn worst_after_first(&self, f: impl Fn(&Step) -> u32) -> Option<u32> {
-        self.steps.iter().skip(1).map(f).max()
+    /// The steps of the steady state (after warm-up); the steps after the first when the loop
+    /// is too short to have one.
+    pub fn steady(&self) -> &[Step] {
+        let warmup = crate::phases::WARMUP_STEPS;
+        if self.steps.len() > warmup {
+            &self.steps[warmup..]
+        } else {
+            self.steps.get(1..).unwrap_or(&[])
+        }
+    }
+
+    /// Where time `t` falls; `None` for a run without steps (nothing tells set-up from loop).
+    pub fn phase_at(&self, t: u64) -> Option<crate::phases::Phase> {
+        self.phases.as_ref().map(|p| p.phase_at(t))
+    }
+
+    /// The worst steady-state step (warm-up steps carry the loop's own compiles and reads).
+    pub fn worst_steady(&self, f: impl Fn(&Step) -> u32) -> Option<u32> {
+        self.steady().iter().map(f).max()
+    }
+
+    /// Index of the step that holds time `t`, when that step is one of [`Steps::steady`].
+    pub fn steady_step_at(&self, t: u64) -> Option<usize> {
+        let first = self.steps.len() - self.steady().len();
+        self.step_at(t).filter(|&i| i >= first)
     }
 
     /// Index of the step that holds time `t`.
@@ -59,14 +87,59 @@ impl Steps {
 /// Markers that end a whole step, preferred over per-optimizer markers.
 const STEP_MARKERS: &[&str] = &["torch_xla.sync", "mark_step", "user"];
 
-/// Finds the step boundaries of a trace.
+/// What a loaded executable is, from the compile or load that produced it.
+#[derive(Clone, Debug)]
+pub struct ExecutableInfo {
+    /// The graph name (`SyncTensorsGraph.52` → `SyncTensorsGraph`).
+    pub graph: String,
+    /// The user's line that asked for it (the compile's stack, else the program's own).
+    pub site: Option<SourceLoc>,
+    pub origin: Origin,
+}
+
+/// Every executable id of a trace with its graph, call site and origin.
+pub fn executable_info(trace: &Trace) -> HashMap<u64, ExecutableInfo> {
+    let mut out = HashMap::new();
+    for r in &trace.events {
+        let (id, name, stack) = match r {
+            Record::Compile(c) => (c.executable_id, &c.executable_name, c.stack),
+            Record::Load(l) => (l.executable_id, &l.executable_name, l.stack),
+            Record::CacheLoad(l) if l.executable_id != 0 => {
+                (l.executable_id, &l.executable_name, l.stack)
+            }
+            _ => continue,
+        };
+        out.entry(id).or_insert_with(|| ExecutableInfo {
+            graph: crate::families::graph_name(name).to_string(),
+            site: user_frame(trace, stack),
+            origin: origin_of_stack(trace, stack).unwrap_or(Origin::Graph),
+        });
+    }
+    out
+}
+
+/// Executes of one graph from one call site.
+#[derive(Default)]
+struct Launches {
+    times: Vec<u64>,
+    /// Σ over executes of the longer of host dispatch and device completion.
+    busy_ns: u64,
+    graph_origin: bool,
+}
+
+/// Finds the step boundaries of a trace: `[start, end)` per step, in order.
 pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
     let mut markers: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    // By name, not id: a graph recompiled each epoch gets a new executable id every time.
-    let names = executable_names(trace);
-    let mut executes: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let info = executable_info(trace);
+    // By graph name and call site, not id: a graph recompiled for a new shape is a new
+    // executable of the same loop.
+    type Key<'a> = (&'a str, Option<&'a SourceLoc>);
+    let mut groups: HashMap<Key<'_>, Launches> = HashMap::new();
+    // seq → (group, start, dispatch) of executes, for their completions.
+    let mut pending: HashMap<u64, (Key<'_>, u64, u64)> = HashMap::new();
     let mut first_t = u64::MAX;
     let mut last_t = 0;
+    let mut compile_times = Vec::new();
     for r in &trace.events {
         if let Some(t) = r.t_ns() {
             first_t = first_t.min(t);
@@ -74,14 +147,30 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
         }
         match r {
             Record::Step(s) => markers.entry(s.marker.as_str()).or_default().push(s.t_ns),
-            Record::Execute(e) => executes
-                .entry(
-                    names
-                        .get(&e.executable_id)
-                        .map_or("", |n| crate::families::graph_name(n)),
-                )
-                .or_default()
-                .push(e.t_ns),
+            Record::Execute(e) => {
+                let key = info
+                    .get(&e.executable_id)
+                    .map_or(("", None), |i| (i.graph.as_str(), i.site.as_ref()));
+                let g = groups.entry(key).or_default();
+                g.times.push(e.t_ns);
+                g.busy_ns += e.dur_ns;
+                g.graph_origin = info
+                    .get(&e.executable_id)
+                    .is_none_or(|i| i.origin == Origin::Graph);
+                if e.completion_tracked {
+                    pending.insert(e.seq, (key, e.t_ns, e.dur_ns));
+                }
+            }
+            Record::ExecuteComplete(c) => {
+                // Device time beyond the dispatch, once per execute (the first device to finish
+                // of a multi-device launch is enough to rank call sites).
+                if let Some((key, start, dur)) = pending.remove(&c.seq)
+                    && let Some(g) = groups.get_mut(&key)
+                {
+                    g.busy_ns += c.t_ns.saturating_sub(start).saturating_sub(dur);
+                }
+            }
+            Record::Compile(c) => compile_times.push(c.t_ns),
             _ => {}
         }
     }
@@ -92,8 +181,11 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
     if let Some((marker, times)) = chosen {
         let mut times = times.clone();
         times.sort_unstable();
-        let mut start = first_t;
+        let median = median_period(&times);
         let mut out = Vec::new();
+        let mut start = times
+            .first()
+            .map_or(first_t, |&t| t.saturating_sub(median).max(first_t));
         for t in times {
             out.push((start, t));
             start = t;
@@ -105,35 +197,44 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
             out,
         );
     }
-    // The loop's executable runs often *and* throughout: a burst of small ops at the end (a
-    // reduction per collected output) runs often but is not the step.
-    let span = |v: &[u64]| {
-        let (lo, hi) = v
+    // The loop is the graph whose launches take the most time, among graphs launched from one
+    // call site at least three times; eager ops (an on-device metric sum, init casts) run often
+    // but cheaply, and only when no graph repeats do they stand in.
+    let repeated = |g: &&Launches| g.times.len() >= 3;
+    let best = |want_graph: bool| {
+        groups
             .iter()
-            .fold((u64::MAX, 0), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-        hi.saturating_sub(lo)
+            .filter(|(_, g)| repeated(g) && (g.graph_origin || !want_graph))
+            .max_by(|a, b| {
+                a.1.busy_ns
+                    .cmp(&b.1.busy_ns)
+                    .then(a.1.times.len().cmp(&b.1.times.len()))
+                    // Deterministic among equals.
+                    .then(b.0.cmp(a.0))
+            })
     };
-    let all: Vec<u64> = executes.values().flatten().copied().collect();
-    let total_span = span(&all).max(1) as f64;
-    let Some((&exe, times)) = executes
-        .iter()
-        .filter(|(_, v)| v.len() >= 3)
-        .max_by(|a, b| {
-            let score = |v: &Vec<u64>| v.len() as f64 * (span(v) as f64 / total_span);
-            score(a.1).total_cmp(&score(b.1))
-        })
-    else {
+    let Some((&(exe, _), g)) = best(true).or_else(|| best(false)) else {
         return (StepSource::None, Vec::new());
     };
-    let mut times = times.clone();
+    let mut times = g.times.clone();
     times.sort_unstable();
-    let mut periods: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
-    periods.sort_unstable();
-    let median = periods.get(periods.len() / 2).copied().unwrap_or(0);
+    let median = median_period(&times);
     let mut out: Vec<(u64, u64)> = times.windows(2).map(|w| (w[0], w[1])).collect();
     if let Some(&last) = times.last() {
-        // The last step has no next launch to end it: give it a typical length.
-        out.push((last, last.saturating_add(median).min(last_t.max(last + 1))));
+        // The last step has no next launch to end it: give it a typical length, but end it at
+        // the first compile after it (a step's own compiles come before its launch, so that
+        // one belongs to what follows the loop).
+        compile_times.sort_unstable();
+        let next_compile = compile_times
+            .get(compile_times.partition_point(|&t| t <= last))
+            .copied()
+            .unwrap_or(u64::MAX);
+        let end = last
+            .saturating_add(median)
+            .min(next_compile)
+            .min(last_t.max(last + 1))
+            .max(last + 1);
+        out.push((last, end));
     }
     (
         StepSource::DominantExecutable {
@@ -141,6 +242,13 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
         },
         out,
     )
+}
+
+/// The median gap between sorted times (0 with fewer than two).
+fn median_period(times: &[u64]) -> u64 {
+    let mut periods: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    periods.sort_unstable();
+    periods.get(periods.len() / 2).copied().unwrap_or(0)
 }
 
 /// The names compiles and loads gave executable ids.
@@ -184,9 +292,29 @@ pub fn steps(trace: &Trace, sync_times: &[(u64, u64)]) -> Steps {
             stall_ns: 0,
         })
         .collect();
+    let run_start = trace
+        .manifest
+        .as_ref()
+        .map(|m| m.start_mono_ns)
+        .filter(|&t| t > 0)
+        .unwrap_or_else(|| {
+            trace
+                .events
+                .iter()
+                .filter_map(Record::t_ns)
+                .min()
+                .unwrap_or(0)
+        });
+    let run_end = trace
+        .events
+        .iter()
+        .filter_map(Record::t_ns)
+        .max()
+        .unwrap_or(0);
     let mut out = Steps {
         source,
         steps: Vec::new(),
+        phases: Phases::from_steps(&bounds, run_start, run_end),
     };
     let mut seen: Vec<HashSet<u64>> = vec![HashSet::new(); steps.len()];
     let index = |t: u64| {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record};
 
-use crate::source::{SourceLoc, user_frame};
+use crate::source::{SourceLoc, library_frame, user_frame};
 
 /// One host sync.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +22,8 @@ pub struct SyncView {
     pub source: Option<SourceLoc>,
     /// The innermost frame when no frame is the user's.
     pub innermost: Option<SourceLoc>,
+    /// The library frame that read, when the user's line called into a library that did.
+    pub library: Option<SourceLoc>,
 }
 
 /// The host syncs of a trace: device-to-host reads that blocked the caller, and waits on device
@@ -31,11 +33,18 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
     let mut out = Vec::new();
     let mut runtime_waits = 0;
     // A loop syncs from a handful of stacks: resolve each once.
-    let mut frames: HashMap<u32, (Option<SourceLoc>, Option<SourceLoc>)> = HashMap::new();
+    type Frames = (Option<SourceLoc>, Option<SourceLoc>, Option<SourceLoc>);
+    let mut frames: HashMap<u32, Frames> = HashMap::new();
     let mut frames_of = |stack: u32| {
         frames
             .entry(stack)
-            .or_insert_with(|| (user_frame(trace, stack), innermost(trace, stack)))
+            .or_insert_with(|| {
+                (
+                    user_frame(trace, stack),
+                    innermost(trace, stack),
+                    library_frame(trace, stack),
+                )
+            })
             .clone()
     };
     for r in &trace.events {
@@ -47,7 +56,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
                     let _ = write!(what, "{sep}{d}");
                 }
                 what.push(']');
-                let (source, innermost) = frames_of(t.stack);
+                let (source, innermost, library) = frames_of(t.stack);
                 out.push(SyncView {
                     run,
                     t_ns: t.t_ns,
@@ -57,6 +66,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
                     api: t.api.clone(),
                     source,
                     innermost,
+                    library,
                 });
             }
             Record::Sync(s) => {
@@ -64,7 +74,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
                     runtime_waits += 1;
                     continue;
                 }
-                let (source, innermost) = frames_of(s.stack);
+                let (source, innermost, library) = frames_of(s.stack);
                 out.push(SyncView {
                     run,
                     t_ns: s.t_ns,
@@ -74,6 +84,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
                     api: s.reason.clone(),
                     source,
                     innermost,
+                    library,
                 });
             }
             _ => {}
@@ -98,6 +109,10 @@ pub struct SyncLine {
     pub source: Option<SourceLoc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub innermost: Option<SourceLoc>,
+    /// The library frame that does the read, when it is inside a library the user's line
+    /// calls (with its function): the user's line is where to act, this is what reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<SourceLoc>,
     pub count: u64,
     pub bytes: u64,
     pub stall_ms: f64,
@@ -106,36 +121,36 @@ pub struct SyncLine {
     pub stall_ms_per_step: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_step: Option<f64>,
-    /// In how many steps after the first this line synced.
+    /// In how many steady-state steps this line synced.
     pub steps_with_sync: u32,
     /// What was read (shapes) or waited on, up to five.
     pub what: Vec<String>,
     pub suggestion: String,
 }
 
-/// Groups syncs by user line, most stall first. `step_of` maps a time to a step index.
+/// Groups syncs by user line, most stall first. `step_of` maps a time to the index of the
+/// steady-state step that holds it.
 pub fn group(
     syncs: &[SyncView],
     steps: usize,
     torch: bool,
     step_of: impl Fn(usize, u64) -> Option<usize>,
 ) -> Vec<SyncLine> {
-    type Key = (Option<SourceLoc>, Option<SourceLoc>);
+    /// (user line, innermost frame without one, library frame that read).
+    type Key = (Option<SourceLoc>, Option<SourceLoc>, Option<SourceLoc>);
     /// count, bytes, stall, (run, step) pairs it synced in, what it read.
     type Acc = (u64, u64, u64, BTreeSet<(usize, usize)>, BTreeSet<String>);
     let mut groups: BTreeMap<Key, Acc> = BTreeMap::new();
     for s in syncs {
         let key = match &s.source {
-            Some(src) => (Some(strip_function(src)), None),
-            None => (None, s.innermost.as_ref().map(strip_function)),
+            Some(src) => (Some(strip_function(src)), None, s.library.clone()),
+            None => (None, s.innermost.as_ref().map(strip_function), None),
         };
         let g = groups.entry(key).or_default();
         g.0 += 1;
         g.1 += s.bytes;
         g.2 += s.stall_ns;
-        if let Some(i) = step_of(s.run, s.t_ns)
-            && i > 0
-        {
+        if let Some(i) = step_of(s.run, s.t_ns) {
             g.3.insert((s.run, i));
         }
         if g.4.len() < 5 {
@@ -152,20 +167,22 @@ pub fn group(
     };
     let mut lines: Vec<SyncLine> = groups
         .into_iter()
-        .map(|((source, innermost), (count, bytes, stall, in_steps, what))| {
+        .map(|((source, innermost, library), (count, bytes, stall, in_steps, what))| {
             let source = source.map(|s| SourceLoc {
                 function: function_of(&s),
                 ..s
             });
             let stall_ms = stall as f64 / 1e6;
             let per_step = (steps > 0).then(|| count as f64 / steps as f64);
-            let suggestion = match &source {
-                Some(src) => fix(src, count, stall_ms, &what, torch),
-                None => "a read from framework code with no user frame: look at the stack in `tpuscope dump`".to_string(),
+            let suggestion = match (&source, &library) {
+                (Some(src), Some(lib)) => library_fix(src, lib, count, stall_ms, &what, torch),
+                (Some(src), None) => fix(src, count, stall_ms, &what, torch),
+                (None, _) => "a read from framework code with no user frame: look at the stack in `tpuscope dump`".to_string(),
             };
             SyncLine {
                 source,
                 innermost,
+                library,
                 count,
                 bytes,
                 stall_ms,
@@ -214,6 +231,40 @@ fn fix(src: &SourceLoc, count: u64, stall_ms: f64, what: &BTreeSet<String>, torc
             "{blocks}: move the read out of the step, read less often, or copy asynchronously (`copy_to_host_async` / `non_blocking=True`) and consume it a step later"
         )
     }
+}
+
+/// The fix for a read a library does inside the user's call: what is known about that library's
+/// read (a change the user can make from outside it), else a plain statement that the read is
+/// the library's.
+fn library_fix(
+    src: &SourceLoc,
+    lib: &SourceLoc,
+    count: u64,
+    stall_ms: f64,
+    what: &BTreeSet<String>,
+    torch: bool,
+) -> String {
+    let package = library_package(&lib.file);
+    let blocks = format!(
+        "{src} blocks the host {count}× ({stall_ms:.3} ms) inside {package}: `{}` reads {} at {lib}",
+        lib.function,
+        what.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    match crate::library_reads::known(lib, torch) {
+        Some(k) => format!("{blocks}. {} — {}", k.why, k.fix),
+        None => format!(
+            "{blocks}. The read is {package}'s own, not a line of yours: look for an option of the call at {src} that avoids it (or call it less often); otherwise it is a cost of using {package} this way"
+        ),
+    }
+}
+
+/// `transformers` for `.../site-packages/transformers/masking_utils.py`.
+pub fn library_package(file: &str) -> &str {
+    ["/site-packages/", "/dist-packages/"]
+        .iter()
+        .find_map(|m| file.find(m).map(|i| &file[i + m.len()..]))
+        .and_then(|rest| rest.split('/').next())
+        .map_or(file, |p| p.strip_suffix(".py").unwrap_or(p))
 }
 
 fn strip_function(s: &SourceLoc) -> SourceLoc {

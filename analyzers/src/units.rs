@@ -31,6 +31,19 @@ pub fn ms(v: f64) -> String {
     }
 }
 
+/// A duration given in milliseconds, in the unit a person reads it in: `850 ms`, `2.31 s`,
+/// `4 min 12 s`.
+pub fn duration(ms_: f64) -> String {
+    if ms_ < 1000.0 {
+        format!("{} ms", ms(ms_))
+    } else if ms_ < 60_000.0 {
+        format!("{:.2} s", ms_ / 1e3)
+    } else {
+        let s = (ms_ / 1e3).round() as u64;
+        format!("{} min {} s", s / 60, s % 60)
+    }
+}
+
 /// A fraction as a percentage: `50%`, `1.2%`, `<0.1%`.
 pub fn percent(f: f64) -> String {
     let p = f * 100.0;
@@ -60,6 +73,9 @@ mod tests {
         assert_eq!(ms(323.4), "323");
         assert_eq!(ms(34.04), "34.0");
         assert_eq!(ms(0.5184), "0.518");
+        assert_eq!(duration(850.0), "850 ms");
+        assert_eq!(duration(2314.0), "2.31 s");
+        assert_eq!(duration(252_400.0), "4 min 12 s");
         assert_eq!(percent(0.5), "50%");
         assert_eq!(percent(0.012), "1.2%");
         assert_eq!(percent(0.0001), "<0.1%");

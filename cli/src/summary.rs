@@ -93,8 +93,8 @@ pub fn print_trace_summary(path: &Path) {
         c.compiles, c.compile_errors, c.executes, c.h2d, c.d2h, c.host_syncs, c.waits
     );
     eprintln!(
-        "  cache stores {}, cache loads {} ({} failed), errors {}, steps {}, dropped events {}",
-        c.cache_stores, c.cache_loads, c.cache_load_failures, c.errors, c.steps, c.dropped
+        "  cache stores {}, cache loads {} ({} failed), errors {}, dropped events {}",
+        c.cache_stores, c.cache_loads, c.cache_load_failures, c.errors, c.dropped
     );
     if let Some(w) = completeness_warning(path, &trace) {
         eprintln!("  {w}");
@@ -120,6 +120,18 @@ fn findings_text(path: &Path, trace: &Trace) -> String {
         tpuscope_analyzers::torch_trace::attach(&mut report, &inputs, &[logs]);
     }
     let mut o = String::new();
+    // The steps the analyzers found (agent markers, else the loop's graph), not only markers.
+    let _ = writeln!(
+        o,
+        "  steps {} ({})",
+        report.steps.count, report.steps.detected_by
+    );
+    for l in tpuscope_analyzers::report::phases_lines(&report) {
+        let _ = writeln!(o, "  {l}");
+    }
+    if let Some(l) = tpuscope_analyzers::report::setup_compile_line(&report) {
+        let _ = writeln!(o, "  {l}");
+    }
     if report.findings.is_empty() {
         o.push_str("  No findings.\n");
     } else {

@@ -499,6 +499,9 @@ fn count_frames(bytes: &[u8], start: usize) -> usize {
     n
 }
 
+/// Path piece of the Python agent's package, wherever it was loaded from.
+const AGENT_PATH: &str = "/tpuscope_agent/";
+
 fn absorb(trace: &mut Trace, r: Record) {
     match r {
         Record::Manifest(m) => {
@@ -509,7 +512,15 @@ fn absorb(trace: &mut Trace, r: Record) {
         Record::StringDef(s) => {
             trace.strings.insert(s.id, s.text);
         }
-        Record::StackDef(s) => {
+        Record::StackDef(mut s) => {
+            // tpuscope's own Python agent wraps frontend entry points (JAX's compile, torch_xla's
+            // sync): its frames are ours, never a line for the user, a flamegraph or a count.
+            s.frames.retain(|f| {
+                !trace
+                    .strings
+                    .get(&f.file)
+                    .is_some_and(|file| file.contains(AGENT_PATH))
+            });
             trace.stacks.insert(s.id, s);
         }
         Record::Blob(b) => {

@@ -90,3 +90,39 @@ fn oversized_blob_becomes_a_note() {
     };
     assert_eq!(n.topic, "blob_too_large");
 }
+
+#[test]
+fn the_agents_own_frames_are_dropped_from_stacks() {
+    let mut w = TraceWriter::new(Vec::new(), &manifest()).unwrap();
+    let frame = |file: &str, line| RawFrame {
+        file: file.into(),
+        function: "f".into(),
+        line,
+    };
+    let st = w
+        .intern_stack(&[
+            frame("/v/site-packages/jax/_src/pxla.py", 1),
+            frame(
+                "/home/u/.cache/tpuscope/0.1.0/python/tpuscope_agent/frontends.py",
+                2,
+            ),
+            frame("/work/train.py", 3),
+        ])
+        .unwrap();
+    w.write(&Record::Compile(Box::new(Compile {
+        t_ns: 1,
+        stack: st,
+        ..Default::default()
+    })))
+    .unwrap();
+    let t = read_trace(&w.into_inner()).unwrap();
+    let files: Vec<&str> = t.stacks[&st]
+        .frames
+        .iter()
+        .map(|f| t.string(f.file))
+        .collect();
+    assert_eq!(
+        files,
+        ["/v/site-packages/jax/_src/pxla.py", "/work/train.py"]
+    );
+}

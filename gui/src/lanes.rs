@@ -337,6 +337,8 @@ pub struct Timeline {
     pub t0: Vec<u64>,
     /// Step boundaries: (source, ns since its start, step number).
     pub steps: Vec<(usize, u64, u64)>,
+    /// Each source's phases, in ns since its start: (source, steady state start, tail start).
+    pub phases: Vec<(usize, u64, u64)>,
     pub spans: usize,
     /// The sources are the hosts of one job, drawn on the job timeline: `t0` of each is the
     /// same instant on its own clock, so one x is one moment on every host's lanes.
@@ -418,7 +420,21 @@ impl Timeline {
             // Execute seq → (dispatch time, event); device → its last completion.
             let mut launched: HashMap<u64, (u64, u32)> = HashMap::new();
             let mut busy_until: HashMap<u32, u64> = HashMap::new();
-            let step_marker = preferred_marker(trace);
+            let (step_source, bounds) = tpuscope_analyzers::steps::boundaries(trace);
+            let step_marker = match step_source {
+                tpuscope_analyzers::steps::StepSource::Marker { marker } => Some(marker),
+                _ => None,
+            };
+            let last = trace
+                .events
+                .iter()
+                .filter_map(Record::t_ns)
+                .max()
+                .unwrap_or(t0);
+            if let Some(p) = tpuscope_analyzers::phases::Phases::from_steps(&bounds, t0, last) {
+                tl.phases
+                    .push((source, rel(p.steady_start_ns), rel(p.loop_end_ns)));
+            }
             let mut step_no = 0;
             for (idx, r) in trace.events.iter().enumerate() {
                 let e = idx as u32;
@@ -507,7 +523,6 @@ impl Timeline {
             }
             if step_marker.is_none() {
                 // No markers: the analyzers' steps (runs of the dominant executable).
-                let (_, bounds) = tpuscope_analyzers::steps::boundaries(trace);
                 for (i, (start, _)) in bounds.iter().enumerate() {
                     tl.steps.push((source, rel(*start), i as u64 + 1));
                 }
@@ -567,14 +582,6 @@ impl Timeline {
             .into_iter()
             .filter(|&l| self.lanes[l].source == source)
             .find_map(|l| self.lanes[l].spans.find_event(e).map(|s| (l, s)))
-    }
-}
-
-/// The step marker the analyzers count steps by, if the trace has markers.
-fn preferred_marker(trace: &Trace) -> Option<String> {
-    match tpuscope_analyzers::steps::boundaries(trace).0 {
-        tpuscope_analyzers::steps::StepSource::Marker { marker } => Some(marker),
-        _ => None,
     }
 }
 

@@ -227,13 +227,23 @@ fn sections(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
         dynamo(ui, d);
     }
     let s = &r.steps;
-    egui::CollapsingHeader::new(RichText::new("Steps").strong())
+    egui::CollapsingHeader::new(RichText::new("Phases and steps").strong())
         .default_open(true)
         .show(ui, |ui| {
+            let phases = tpuscope_analyzers::report::phases_lines(r);
+            if phases.is_empty() {
+                ui.label("phases unknown: no training loop found");
+            }
+            for l in phases {
+                ui.label(l);
+            }
+            if let Some(l) = tpuscope_analyzers::report::setup_compile_line(r) {
+                ui.label(l);
+            }
             ui.label(format!("{}, detected by {}", plural(s.count, "step", "steps"), s.detected_by));
             if s.count > 1 {
                 ui.label(format!(
-                    "after the first: up to {} graph fragments per step (mean {:.1}), up to {} host syncs per step (mean {:.2}), {} compiles in all",
+                    "steady state: up to {} graph fragments per step (mean {:.1}), up to {} host syncs per step (mean {:.2}), {} compiles in all",
                     s.graph_fragments_per_step,
                     s.mean_graph_fragments_per_step,
                     s.syncs_per_step,

@@ -14,6 +14,9 @@ use crate::lanes::{Bar, Kind, Timeline};
 const MIN_RANGE_NS: f64 = 200.0;
 const LABEL_W: f32 = 170.0;
 const AXIS_H: f32 = 30.0;
+/// Tints of the set-up and tail phases behind a lane (the steady state stays untinted).
+const PHASE_SETUP: Color32 = Color32::from_rgba_premultiplied(10, 20, 38, 40);
+const PHASE_TAIL: Color32 = Color32::from_rgba_premultiplied(38, 28, 8, 40);
 const MIN_LANE_H: f32 = 16.0;
 const MAX_LANE_H: f32 = 30.0;
 
@@ -214,6 +217,29 @@ pub fn show(
     painter.rect_filled(rect, 0.0, visuals.extreme_bg_color);
     axis(&painter, area, view, ns_per_px, &visuals);
 
+    // Phases: set-up and tail tinted on their source's lanes (below), named at their start, just
+    // under the axis.
+    if let Some(&(_, steady, tail)) = tl.phases.first() {
+        let spans = [
+            ("set-up", 0.0, steady as f64),
+            ("steady state", steady as f64, tail as f64),
+            ("tail", tail as f64, f64::MAX),
+        ];
+        for (name, a, b) in spans {
+            let x0 = x_of(a.max(view.start)).max(area.left());
+            let x1 = x_of(b.min(view.end)).min(area.right());
+            if x1 - x0 > 70.0 {
+                painter.text(
+                    pos2(x0 + 4.0, area.top() + AXIS_H + 1.0),
+                    Align2::LEFT_TOP,
+                    name,
+                    FontId::proportional(10.0),
+                    visuals.text_color().gamma_multiply(0.7),
+                );
+            }
+        }
+    }
+
     // Steps: faint lines, labelled when there is room.
     let visible_steps: Vec<&(usize, u64, u64)> = tl
         .steps
@@ -253,6 +279,22 @@ pub fn show(
         let lane_rect = Rect::from_min_max(pos2(rect.left(), y0), pos2(rect.right(), y0 + lane_h));
         if row % 2 == 1 {
             painter.rect_filled(lane_rect, 0.0, visuals.faint_bg_color);
+        }
+        if let Some(&(_, steady, tail)) = tl.phases.iter().find(|p| p.0 == lane.source) {
+            for (a, b, tint) in [
+                (view.start.min(steady as f64), steady as f64, PHASE_SETUP),
+                (tail as f64, view.end.max(tail as f64), PHASE_TAIL),
+            ] {
+                let x0 = x_of(a).max(area.left());
+                let x1 = x_of(b).min(area.right());
+                if x1 > x0 {
+                    painter.rect_filled(
+                        Rect::from_min_max(pos2(x0, lane_rect.top()), pos2(x1, lane_rect.bottom())),
+                        0.0,
+                        tint,
+                    );
+                }
+            }
         }
         painter
             .with_clip_rect(Rect::from_min_max(

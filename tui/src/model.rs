@@ -261,6 +261,10 @@ pub struct Model {
     pub findings: Vec<String>,
     /// How steps were detected (`marker torch_xla.sync`, `dominant executable jit_train_step`).
     pub steps_detected_by: String,
+    /// Where the run is: `set-up`, `steady state`, `tail` (empty before any loop is seen).
+    pub phase: String,
+    /// The report's phase lines (durations and shares) and the set-up compile line.
+    pub phase_lines: Vec<String>,
     pub state: RunState,
 }
 
@@ -365,6 +369,9 @@ impl Model {
             .iter()
             .map(|f| format!("{}: {}", f.kind, f.title))
             .collect();
+        let phase = current_phase(&report);
+        let mut phase_lines = tpuscope_analyzers::report::phases_lines(&report);
+        phase_lines.extend(tpuscope_analyzers::report::setup_compile_line(&report));
         let largest_compiled = report
             .compiled_memory
             .iter()
@@ -390,9 +397,39 @@ impl Model {
             warnings,
             findings,
             steps_detected_by: steps.detected_by,
+            phase,
+            phase_lines,
             state: extra.state,
         }
     }
+}
+
+/// The phase the (first) run is in now. The loop's last step ends a typical step after its
+/// launch, so a live loop shows as past its end between launches: a tail is one only once it
+/// lasts longer than a few steps (or a second).
+fn current_phase(report: &Report) -> String {
+    use tpuscope_analyzers::phases::Phase;
+    let of = |ph: Phase| report.phases.iter().find(|p| p.run == 0 && p.phase == ph);
+    let (Some(steady), Some(tail)) = (of(Phase::Steady), of(Phase::Tail)) else {
+        return String::new();
+    };
+    let mut durations: Vec<f64> = report
+        .steps
+        .per_step
+        .iter()
+        .filter(|s| s.run == 0 && s.steady)
+        .map(|s| s.dur_ms)
+        .collect();
+    durations.sort_by(f64::total_cmp);
+    let median = durations.get(durations.len() / 2).copied().unwrap_or(0.0);
+    let phase = if tail.dur_ms > (3.0 * median).max(1000.0) {
+        Phase::Tail
+    } else if steady.steps > 0 {
+        Phase::Steady
+    } else {
+        Phase::Setup
+    };
+    phase.as_str().to_string()
 }
 
 /// `python workloads/train.py --lr 0.1`: the interpreter by name, paths by their last two parts.

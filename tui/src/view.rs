@@ -111,10 +111,15 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, model: &Model) {
     } else {
         "up"
     };
-    let mut right = vec![
-        Span::styled(state, state_style),
-        Span::raw(format!(" · {up} {} ", fmt::duration(hd.uptime_ns))),
-    ];
+    let mut right = vec![Span::styled(state, state_style)];
+    if !model.phase.is_empty() {
+        right.push(Span::raw(" · "));
+        right.push(Span::styled(model.phase.clone(), BOLD));
+    }
+    right.push(Span::raw(format!(
+        " · {up} {} ",
+        fmt::duration(hd.uptime_ns)
+    )));
     let mut left = vec![
         Span::styled(" tpuscope ", BOLD.fg(Color::Black).bg(ACCENT)),
         Span::raw(format!(" pid {}", hd.pid)),
@@ -443,6 +448,9 @@ fn fix_lines(app: &App, model: &Model, w: usize) -> Vec<Line<'static>> {
         push_para(&mut lines, "fix: ", &s.suggestion, w, GOOD);
     } else {
         lines.push(Line::styled(" nothing to fix so far", DIM));
+        for l in &model.phase_lines {
+            push_para(&mut lines, "", l, w, DIM);
+        }
     }
     lines
 }

@@ -34,6 +34,25 @@ fn app_with(trace: &Trace) -> App {
     app
 }
 
+/// The model of `jax_shapes.tps` (one recompile family, `jit_f`) with two renamed copies of it
+/// around it: three families to move and filter through, in the order
+/// `jit_stage`, `jit_f`, `jit__reduce_sum`.
+fn three_families(trace: &Trace) -> App {
+    let mut m = build(trace, Extra::default());
+    assert_eq!(m.families.len(), 1, "{:?}", m.families);
+    let f = m.families[0].clone();
+    let renamed = |name: &str| {
+        let mut c = f.clone();
+        c.graph = name.to_string();
+        c.key = format!("{}-{name}", f.key);
+        c
+    };
+    m.families = vec![renamed("jit_stage"), f.clone(), renamed("jit__reduce_sum")];
+    let mut app = App::new();
+    app.set_model(m, 0);
+    app
+}
+
 fn press(app: &mut App, code: KeyCode) -> Action {
     app.handle_key(KeyEvent::new(code, KeyModifiers::NONE), 0)
 }
@@ -146,7 +165,7 @@ fn enter_opens_the_family_and_esc_closes_it() {
 #[test]
 fn filter_narrows_the_families() {
     let trace = load("jax_shapes.tps");
-    let mut app = app_with(&trace);
+    let mut app = three_families(&trace);
     let all = app.visible_families(app.model().unwrap()).len();
     assert_eq!(all, 3);
     press(&mut app, KeyCode::Char('/'));
@@ -264,7 +283,7 @@ fn q_and_ctrl_c_quit() {
 #[test]
 fn arrows_move_and_scroll() {
     let trace = load("jax_shapes.tps");
-    let mut app = app_with(&trace);
+    let mut app = three_families(&trace);
     app.set_tab(Tab::Recompiles);
     let m = app.model().unwrap().clone();
     assert_eq!(app.selected_family(&m).unwrap().graph, "jit_stage");

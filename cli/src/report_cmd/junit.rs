@@ -103,7 +103,7 @@ fn budget_context(r: &Report, b: &BudgetResult) -> Vec<String> {
             })
             .collect(),
         "graph-fragments-per-step" => vec![format!(
-            "{} steps detected by {}: worst {} executable launches per step after the first, mean {:.1}",
+            "{} steps detected by {}: worst {} executable launches per steady-state step, mean {:.1}",
             r.steps.count,
             r.steps.detected_by,
             r.steps.graph_fragments_per_step,

@@ -327,7 +327,7 @@ fn summary(o: &mut String, r: &Report) {
     } else {
         let _ = writeln!(
             o,
-            "- Steps: {} ({}); worst after the first: {}, {} per step",
+            "- Steps: {} ({}); worst in the steady state: {}, {} per step",
             s.count,
             md(&s.detected_by, Ctx::Prose),
             plural(
@@ -337,6 +337,21 @@ fn summary(o: &mut String, r: &Report) {
             ),
             plural(s.syncs_per_step, "host sync", "host syncs")
         );
+    }
+    let phases = tpuscope_analyzers::report::phases_lines(r);
+    if phases.is_empty() {
+        let _ = writeln!(o, "- Phases: unknown (no training loop found)");
+    }
+    for (run, l) in phases.iter().enumerate() {
+        let which = if phases.len() > 1 {
+            format!(" (run {run})")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(o, "- Phases{which}: {}", md(l, Ctx::Prose));
+    }
+    if let Some(l) = tpuscope_analyzers::report::setup_compile_line(r) {
+        let _ = writeln!(o, "- Compile time: {}", md(&l, Ctx::Prose));
     }
     let c = &r.cache;
     let _ = writeln!(

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use tpuscope_analyzers::hosts;
 
-use tpuscope_analyzers::report::{FamilyReport, Report, TraceInfo};
+use tpuscope_analyzers::report::{self, FamilyReport, Report, TraceInfo};
 
 use super::fmt::{self, bytes, loc, loc_fn, ms, num, plural};
 
@@ -173,6 +173,7 @@ pub fn render(r: &Report, st: &Style) -> String {
     header(&mut o, r);
     warnings(&mut o, r);
     findings(&mut o, r);
+    phases(&mut o, r);
     recompiles(&mut o, r);
     dynamo(&mut o, r);
     syncs(&mut o, r);
@@ -263,8 +264,13 @@ fn header(o: &mut Out<'_>, r: &Report) {
     } else {
         String::new()
     };
+    let ops = if c.op_compiles > 0 {
+        format!(" + {}", plural(c.op_compiles, "eager op", "eager ops"))
+    } else {
+        String::new()
+    };
     o.line(&format!(
-        "  {} ({} ms{failed}) of {} · {}{warmup} · {} · {}",
+        "  {} ({} ms{failed}) of {}{ops} · {}{warmup} · {} · {}",
         plural(c.total, "compile", "compiles"),
         ms(c.compile_ms),
         plural(c.families, "graph", "graphs"),
@@ -312,6 +318,72 @@ fn findings(o: &mut Out<'_>, r: &Report) {
         o.para(6, "", 0, &f.title);
         let label = o.st.green("fix:");
         o.para(6, &label, 4, &f.suggestion);
+    }
+}
+
+/// Set-up, steady state and tail, the compile time before the steady state (always said), and
+/// the eager ops compiled outside it by the line that asked.
+fn phases(o: &mut Out<'_>, r: &Report) {
+    let lines = report::phases_lines(r);
+    if lines.is_empty() {
+        o.section(
+            "Phases",
+            "unknown: no training loop found (no step markers and no graph launched repeatedly)",
+        );
+        return;
+    }
+    let many = r.traces.len() > 1;
+    if many {
+        o.section("Phases", "");
+        for (run, l) in lines.iter().enumerate() {
+            o.line(&format!("  run {run}: {l}"));
+        }
+    } else {
+        o.section("Phases", &lines[0]);
+    }
+    if let Some(l) = report::setup_compile_line(r) {
+        o.para(2, "", 0, &l);
+    }
+    for p in r.phases.iter().filter(|p| p.op_compiles > 0) {
+        let run = if many {
+            format!(" (run {})", p.run)
+        } else {
+            String::new()
+        };
+        let title = o.st.dim(&format!(
+            "  eager ops in the {}{run}: {} in {} ms, by line:",
+            p.phase.as_str(),
+            plural(p.op_compiles, "compile", "compiles"),
+            ms(p.op_sites.iter().map(|s| s.compile_ms).sum())
+        ));
+        o.line(&title);
+        let rows: Vec<Vec<String>> = p
+            .op_sites
+            .iter()
+            .map(|s| {
+                let line = s
+                    .source
+                    .as_ref()
+                    .map_or_else(|| "(no user frame)".to_string(), loc_fn);
+                let inside = s
+                    .library
+                    .as_ref()
+                    .map(|l| format!("in {} ", loc_fn(l)))
+                    .unwrap_or_default();
+                vec![
+                    line,
+                    s.compiles.to_string(),
+                    ms(s.compile_ms),
+                    format!("{inside}{}", s.ops.join(", ")),
+                ]
+            })
+            .collect();
+        o.table(
+            4,
+            &["line", "compiles", "ms", "ops"],
+            &rows,
+            &[false, true, true, false],
+        );
     }
 }
 
@@ -451,6 +523,11 @@ fn syncs(o: &mut Out<'_>, r: &Report) {
         .iter()
         .map(|s| {
             let line = match (&s.source, &s.innermost) {
+                (Some(src), _) if s.library.is_some() => format!(
+                    "{} → {}",
+                    loc_fn(src),
+                    s.library.as_ref().map(loc_fn).unwrap_or_default()
+                ),
                 (Some(src), _) => loc_fn(src),
                 (None, Some(inner)) => format!("(no user frame) {}", loc_fn(inner)),
                 (None, None) => "(no stack)".to_string(),
@@ -488,11 +565,11 @@ fn steps(o: &mut Out<'_>, r: &Report) {
         &format!("{}, detected by {}", s.count, s.detected_by),
     );
     if s.count < 2 {
-        o.line("  only one step: nothing to compare after warm-up");
+        o.line("  only one step: no steady state to compare");
         return;
     }
     o.line(&format!(
-        "  after the first: up to {} per step (mean {:.1})",
+        "  steady state: up to {} per step (mean {:.1})",
         plural(
             s.graph_fragments_per_step,
             "graph fragment",
@@ -501,17 +578,16 @@ fn steps(o: &mut Out<'_>, r: &Report) {
         s.mean_graph_fragments_per_step,
     ));
     o.line(&format!(
-        "                   up to {} per step (mean {:.2}), {} in all",
+        "                up to {} per step (mean {:.2}), {} in all",
         plural(s.syncs_per_step, "host sync", "host syncs"),
         s.mean_syncs_per_step,
         plural(s.compiles_after_first_step, "compile", "compiles"),
     ));
-    // The first step of each run carries warm-up compiles: not a fair comparison.
-    let mut runs_seen = BTreeSet::new();
+    // Warm-up steps carry the loop's own compiles: not a fair comparison.
     let slowest = s
         .per_step
         .iter()
-        .filter(|p| !runs_seen.insert(p.run))
+        .filter(|p| p.steady)
         .max_by(|a, b| a.dur_ms.total_cmp(&b.dur_ms));
     if let Some(p) = slowest {
         let run = if r.traces.len() > 1 {
@@ -520,7 +596,7 @@ fn steps(o: &mut Out<'_>, r: &Report) {
             String::new()
         };
         o.line(&format!(
-            "  slowest after the first: step {}{run}, {} ms ({}, {}, {}, {} ms stalled)",
+            "  slowest in the steady state: step {}{run}, {} ms ({}, {}, {}, {} ms stalled)",
             p.number,
             ms(p.dur_ms),
             plural(u64::from(p.executes), "execute", "executes"),
