@@ -163,9 +163,29 @@ pub struct FamilyReport {
     pub compile_ms: f64,
     /// Recompiles after warm-up (the first two steps): what a steady loop should never do.
     pub steady_state_recompiles: u64,
-    /// True when it recompiled after warm-up (or the run has no steps to tell warm-up by).
+    /// True when it is reported as a finding: it recompiled in the steady state (or the run has
+    /// no steps to tell the phases by), and no other family's finding covers it.
     pub finding: bool,
+    /// The family whose finding covers this one: it recompiled in the same steps for the same
+    /// cause (a model's backward with its forward, a graph cut by a read with the rest of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recompiled_with: Option<String>,
     pub members: Vec<MemberReport>,
+    /// Steady-state steps in which it recompiled (for telling which families go together).
+    #[serde(skip)]
+    pub steady_steps: BTreeSet<usize>,
+}
+
+impl FamilyReport {
+    /// Why a family that recompiled is not a finding of its own, in a few words (`None` for a
+    /// finding): `set-up/tail` or `with jit_train_step`.
+    pub fn not_a_finding(&self) -> Option<String> {
+        match (&self.recompiled_with, self.finding) {
+            (Some(w), _) => Some(format!("with {w}")),
+            (None, true) => None,
+            (None, false) => Some("set-up/tail".to_string()),
+        }
+    }
 }
 
 /// One compile of a family.
@@ -444,7 +464,9 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         }
         collect_errors(trace, &mut errors);
         let fams = families::families(&compiles);
+        let first_family = report.recompiles.len();
         report_families(&mut report, trace, &compiles, &fams, &steps);
+        merge_co_recompiles(&mut report.recompiles[first_family..]);
         let recompile_steps = recompile_steps(&fams, &compiles, &steps);
         report
             .phases
@@ -642,6 +664,14 @@ fn report_families(
             .skip(1)
             .filter(|m| steady(steps, compiles[m.compile].t_ns))
             .count() as u64;
+        let steady_steps = f
+            .members
+            .iter()
+            .skip(1)
+            .map(|m| compiles[m.compile].t_ns)
+            .filter(|&t| steps.phase_at(t) == Some(Phase::Steady))
+            .filter_map(|t| steps.step_at(t))
+            .collect();
         report.recompiles.push(FamilyReport {
             graph: f.graph.clone(),
             run: f.run,
@@ -657,8 +687,42 @@ fn report_families(
                 .sum(),
             steady_state_recompiles,
             finding: steady_state_recompiles > 0,
+            recompiled_with: None,
             members,
+            steady_steps,
         });
+    }
+}
+
+/// Families of one run that recompiled in the same steps for the same cause are one problem:
+/// the first to recompile carries the finding, the others say they came with it.
+fn merge_co_recompiles(fams: &mut [FamilyReport]) {
+    let near = |a: &BTreeSet<usize>, b: &BTreeSet<usize>| {
+        // A step apart counts as the same step: a step's graphs compile before its launch.
+        let hits = a
+            .iter()
+            .filter(|&&i| b.contains(&i) || b.contains(&(i + 1)) || (i > 0 && b.contains(&(i - 1))))
+            .count();
+        hits > 0 && hits * 2 >= a.len().min(b.len())
+    };
+    let first_steady = |f: &FamilyReport| f.members.get(1).map_or(f64::MAX, |m| m.t_ms);
+    let mut order: Vec<usize> = (0..fams.len())
+        .filter(|&i| fams[i].finding && !fams[i].steady_steps.is_empty())
+        .collect();
+    order.sort_by(|&a, &b| first_steady(&fams[a]).total_cmp(&first_steady(&fams[b])));
+    for (k, &i) in order.iter().enumerate() {
+        if fams[i].recompiled_with.is_some() {
+            continue;
+        }
+        for &j in &order[k + 1..] {
+            if fams[j].recompiled_with.is_none()
+                && fams[j].cause == fams[i].cause
+                && near(&fams[j].steady_steps, &fams[i].steady_steps)
+            {
+                fams[j].finding = false;
+                fams[j].recompiled_with = Some(fams[i].graph.clone());
+            }
+        }
     }
 }
 
@@ -1036,30 +1100,56 @@ fn shape_explanation(
             call_site,
         );
     }
+    // Arguments whose same dim took the same sizes are one change (a batch or sequence size
+    // shared by many inputs): said once.
+    let mut changes: Vec<((usize, Vec<i64>), Vec<String>)> = Vec::new();
+    for ((num, dim), (name, sizes)) in churn.iter().filter(|(_, (_, s))| s.len() > 1) {
+        let key = (*dim, sizes.iter().copied().collect::<Vec<i64>>());
+        let label = arg_label(*num, name.as_deref());
+        match changes.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, labels)) => labels.push(label),
+            None => changes.push((key, vec![label])),
+        }
+    }
+    // The change most arguments share first: that is the size that churns.
+    changes.sort_by_key(|(_, labels)| std::cmp::Reverse(labels.len()));
+    let labels_of = |labels: &[String]| match labels {
+        [one] => format!("argument {one}"),
+        many if many.len() <= 4 => format!("arguments {}", many.join(", ")),
+        many => format!(
+            "arguments {} and {} more",
+            many[..3].join(", "),
+            many.len() - 3
+        ),
+    };
+    const SHOWN: usize = 3;
     let mut details = Vec::new();
     let mut fixes = Vec::new();
-    for ((num, dim), (name, sizes)) in churn.iter().filter(|(_, (_, s))| s.len() > 1) {
-        let v: Vec<i64> = sizes.iter().copied().collect();
-        let label = arg_label(*num, name.as_deref());
+    for ((dim, v), labels) in changes.iter().take(SHOWN) {
+        let who = labels_of(labels);
         details.push(format!(
-            "argument {label} dim {dim} took {} sizes {}",
+            "{who} dim {dim} took {} sizes {}",
             v.len(),
-            suggest::set(&v)
+            suggest::set(v)
         ));
-        if let Some(b) = suggest::buckets(&v) {
+        if let Some(b) = suggest::buckets(v) {
             let how = if b.multiple > 0 {
                 format!(" (multiples of {})", b.multiple)
             } else {
                 String::new()
             };
             fixes.push(format!(
-                "pad {label} dim {dim} up to {}{how}: {} graph{} instead of {}",
+                "pad {} dim {dim} up to {}{how}: {} graph{} instead of {}",
+                who.trim_start_matches("argument ").trim_start_matches("s "),
                 suggest::set(&b.sizes),
                 b.sizes.len(),
                 if b.sizes.len() == 1 { "" } else { "s" },
                 v.len()
             ));
         }
+    }
+    if changes.len() > SHOWN {
+        details.push(format!("and {} more changes", changes.len() - SHOWN));
     }
     let fix = if fixes.is_empty() {
         format!("make the shapes{at} static (pad or bucket them)")
@@ -1154,13 +1244,16 @@ fn summarize_compiles(report: &mut Report, all: &[Vec<CompileView>]) {
         c.compile_ms += list.iter().map(|x| ms(x.dur_ns)).sum::<f64>();
     }
     // Families that only compiled during warm-up are listed, but not counted as recompiles.
-    let counted = report.recompiles.iter().filter(|f| f.finding);
+    let counted = report
+        .recompiles
+        .iter()
+        .filter(|f| f.finding || f.recompiled_with.is_some());
     c.recompile_families = counted.clone().count() as u64;
     c.recompiles = counted.clone().map(|f| f.count - 1).sum();
     c.warmup_recompiles = report
         .recompiles
         .iter()
-        .filter(|f| !f.finding)
+        .filter(|f| !f.finding && f.recompiled_with.is_none())
         .map(|f| f.count - 1)
         .sum();
     for f in counted {
@@ -1187,10 +1280,26 @@ const SYNC_STEP_SHARE: f64 = 0.25;
 fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
     let mut out = Vec::new();
     for f in report.recompiles.iter().filter(|f| f.finding) {
+        let with: Vec<&FamilyReport> = report
+            .recompiles
+            .iter()
+            .filter(|o| o.run == f.run && o.recompiled_with.as_deref() == Some(f.graph.as_str()))
+            .collect();
+        let also = if with.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; with it, in the same steps: {}",
+                with.iter()
+                    .map(|o| format!("{} {}× ({:.0} ms)", o.graph, o.count, o.compile_ms))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
         out.push(Finding {
             kind: "recompile".into(),
             title: format!(
-                "{} compiled {}× ({}, {:.0} ms): {}",
+                "{} compiled {}× ({}, {:.0} ms): {}{also}",
                 f.graph, f.count, f.cause, f.compile_ms, f.details
             ),
             source: f.source.clone(),

@@ -95,17 +95,27 @@ pub struct ExecutableInfo {
     /// The user's line that asked for it (the compile's stack, else the program's own).
     pub site: Option<SourceLoc>,
     pub origin: Origin,
+    /// Tells apart two programs of one name and site (TorchTPU names a module's forward and
+    /// backward alike).
+    pub num_outputs: u32,
+    pub compile_ns: u64,
 }
 
 /// Every executable id of a trace with its graph, call site and origin.
 pub fn executable_info(trace: &Trace) -> HashMap<u64, ExecutableInfo> {
     let mut out = HashMap::new();
     for r in &trace.events {
-        let (id, name, stack) = match r {
-            Record::Compile(c) => (c.executable_id, &c.executable_name, c.stack),
-            Record::Load(l) => (l.executable_id, &l.executable_name, l.stack),
+        let (id, name, stack, num_outputs, compile_ns) = match r {
+            Record::Compile(c) => (
+                c.executable_id,
+                &c.executable_name,
+                c.stack,
+                c.num_outputs,
+                c.dur_ns,
+            ),
+            Record::Load(l) => (l.executable_id, &l.executable_name, l.stack, 0, 0),
             Record::CacheLoad(l) if l.executable_id != 0 => {
-                (l.executable_id, &l.executable_name, l.stack)
+                (l.executable_id, &l.executable_name, l.stack, 0, 0)
             }
             _ => continue,
         };
@@ -113,6 +123,8 @@ pub fn executable_info(trace: &Trace) -> HashMap<u64, ExecutableInfo> {
             graph: crate::families::graph_name(name).to_string(),
             site: user_frame(trace, stack),
             origin: origin_of_stack(trace, stack).unwrap_or(Origin::Graph),
+            num_outputs,
+            compile_ns,
         });
     }
     out
@@ -125,6 +137,9 @@ struct Launches {
     /// Σ over executes of the longer of host dispatch and device completion.
     busy_ns: u64,
     graph_origin: bool,
+    /// Σ compile time of the executables launched.
+    compile_ns: u64,
+    seen: HashSet<u64>,
 }
 
 /// Finds the step boundaries of a trace: `[start, end)` per step, in order.
@@ -133,7 +148,7 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
     let info = executable_info(trace);
     // By graph name and call site, not id: a graph recompiled for a new shape is a new
     // executable of the same loop.
-    type Key<'a> = (&'a str, Option<&'a SourceLoc>);
+    type Key<'a> = (&'a str, Option<&'a SourceLoc>, u32);
     let mut groups: HashMap<Key<'_>, Launches> = HashMap::new();
     // seq → (group, start, dispatch) of executes, for their completions.
     let mut pending: HashMap<u64, (Key<'_>, u64, u64)> = HashMap::new();
@@ -148,10 +163,14 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
         match r {
             Record::Step(s) => markers.entry(s.marker.as_str()).or_default().push(s.t_ns),
             Record::Execute(e) => {
-                let key = info
-                    .get(&e.executable_id)
-                    .map_or(("", None), |i| (i.graph.as_str(), i.site.as_ref()));
+                let key = info.get(&e.executable_id).map_or(("", None, 0), |i| {
+                    (i.graph.as_str(), i.site.as_ref(), i.num_outputs)
+                });
                 let g = groups.entry(key).or_default();
+                if g.times.is_empty() || !g.seen.contains(&e.executable_id) {
+                    g.seen.insert(e.executable_id);
+                    g.compile_ns += info.get(&e.executable_id).map_or(0, |i| i.compile_ns);
+                }
                 g.times.push(e.t_ns);
                 g.busy_ns += e.dur_ns;
                 g.graph_origin = info
@@ -174,10 +193,33 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
             _ => {}
         }
     }
+    // TorchTPU dispatches asynchronously: its Python `optimizer.step` runs ahead of the PJRT work
+    // of the step (whole loops ahead), so only the launches tell where its steps are.
+    let async_dispatch = trace
+        .manifest
+        .as_ref()
+        .is_some_and(|m| crate::report::manifest_frontend(m) == "torch_tpu");
     let chosen = STEP_MARKERS
         .iter()
         .find_map(|m| markers.get_key_value(m))
         .or_else(|| markers.iter().max_by_key(|(_, v)| v.len()));
+    // The markers still count the steps: the launches to cut at are a graph's that ran once per
+    // marker (an optimizer's foreach op may run twice a step), the largest such program.
+    let per_marker = chosen
+        .filter(|_| async_dispatch)
+        .map(|(_, times)| times.len())
+        .and_then(|n| {
+            groups
+                .iter()
+                .filter(|(_, g)| g.times.len() == n && n >= 3)
+                .max_by(|a, b| {
+                    a.1.graph_origin
+                        .cmp(&b.1.graph_origin)
+                        .then(a.1.compile_ns.cmp(&b.1.compile_ns))
+                        .then(b.0.cmp(a.0))
+                })
+        });
+    let chosen = chosen.filter(|_| !async_dispatch || (per_marker.is_none() && groups.values().all(|g| g.times.len() < 3)));
     if let Some((marker, times)) = chosen {
         let mut times = times.clone();
         times.sort_unstable();
@@ -213,7 +255,7 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
                     .then(b.0.cmp(a.0))
             })
     };
-    let Some((&(exe, _), g)) = best(true).or_else(|| best(false)) else {
+    let Some((&(exe, _, _), g)) = per_marker.or_else(|| best(true)).or_else(|| best(false)) else {
         return (StepSource::None, Vec::new());
     };
     let mut times = g.times.clone();

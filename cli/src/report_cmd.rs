@@ -27,7 +27,7 @@ pub enum Format {
 const AFTER_HELP: &str = "\
 Budgets (--budget KEY=N, repeatable; the report fails when the actual value is above N):
   compiles                  compiles in all traces
-  recompiles                recompiles after warm-up (Σ compiles − 1 over recompiled graphs)
+  recompiles                recompiles in the steady state (Σ compiles − 1 over recompiled graphs)
   syncs-per-step            host syncs in the worst step after the first
   graph-fragments-per-step  executable launches in the worst step after the first
   cache-misses              compiles of a program that was already compiled

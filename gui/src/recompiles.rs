@@ -196,8 +196,8 @@ pub fn show(
                     ui.label(RichText::new("Families").strong());
                     for (i, f) in report.recompiles.iter().enumerate() {
                         let mut text = format!("{} · {}× · {}", f.graph, f.count, f.cause);
-                        if !f.finding {
-                            text.push_str(" (warm-up)");
+                        if let Some(why) = f.not_a_finding() {
+                            text.push_str(&format!(" ({why})"));
                         }
                         if ui.selectable_label(st.family == Some(i), text).clicked() {
                             st.select_family(report, i);
@@ -234,7 +234,7 @@ pub fn show(
         ui.horizontal_wrapped(|ui| {
             ui.heading(&f.graph);
             ui.label(format!(
-                "{}× · {} · {:.0} ms compiling · {} after warm-up",
+                "{}× · {} · {:.0} ms compiling · {} in the steady state",
                 f.count, f.cause, f.compile_ms, f.steady_state_recompiles
             ));
         });

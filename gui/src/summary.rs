@@ -90,7 +90,7 @@ fn header(ui: &mut egui::Ui, r: &Report) {
         plural(c.recompiles, "recompile", "recompiles"),
     );
     if c.warmup_recompiles > 0 {
-        line.push_str(&format!(" (+{} during warm-up)", c.warmup_recompiles));
+        line.push_str(&format!(" (+{} outside the steady state)", c.warmup_recompiles));
     }
     line.push_str(&format!(
         " · {} · {}",
@@ -155,7 +155,7 @@ fn sections(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
                 let causes: Vec<String> =
                     c.by_cause.iter().map(|(k, v)| format!("{k} {v}")).collect();
                 ui.label(format!(
-                    "{} after warm-up, {} ({})",
+                    "{} in the steady state, {} ({})",
                     plural(
                         c.recompile_families,
                         "graph recompiled",

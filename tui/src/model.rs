@@ -80,7 +80,7 @@ pub struct Counters {
     pub compiles: u64,
     pub failed_compiles: u64,
     pub cache_hits: u64,
-    /// Recompiles after warm-up.
+    /// Recompiles in the steady state.
     pub recompiles: u64,
     pub warmup_recompiles: u64,
     pub host_syncs: u64,
@@ -132,8 +132,10 @@ pub struct FamilyView {
     pub run: usize,
     pub count: u64,
     pub cause: String,
-    /// Recompiled after warm-up (false: warm-up only, not a finding).
+    /// Reported as a finding (false: outside the steady state, or part of another's finding).
     pub finding: bool,
+    /// Why it is not a finding (`set-up/tail`, `with jit_train_step`).
+    pub not_a_finding: Option<String>,
     /// `dir/file.py:33`.
     pub source: Option<String>,
     pub function: String,
@@ -546,6 +548,7 @@ fn loc(s: &tpuscope_analyzers::SourceLoc) -> String {
 fn family(f: FamilyReport) -> FamilyView {
     let first_t = f.members.first().map_or(0.0, |m| m.t_ms);
     let members = f.members.iter().map(member).collect();
+    let not_a_finding = f.not_a_finding();
     FamilyView {
         key: format!("{}/{}@{first_t:.3}", f.run, f.graph),
         graph: f.graph,
@@ -553,6 +556,7 @@ fn family(f: FamilyReport) -> FamilyView {
         count: f.count,
         cause: f.cause.as_str().to_string(),
         finding: f.finding,
+        not_a_finding,
         function: f
             .source
             .as_ref()

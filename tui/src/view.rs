@@ -213,8 +213,8 @@ fn draw_counters(frame: &mut Frame, area: Rect, model: &Model) {
             num(c.recompiles, BAD),
             if c.warmup_recompiles > 0 {
                 [
-                    format!(" (+{} warm-up)", c.warmup_recompiles),
-                    format!(" (+{} warm-up)", c.warmup_recompiles),
+                    format!(" (+{} set-up/tail)", c.warmup_recompiles),
+                    format!(" (+{} set-up)", c.warmup_recompiles),
                     format!("+{}", c.warmup_recompiles),
                 ]
             } else {
@@ -512,10 +512,9 @@ fn families_table(frame: &mut Frame, area: Rect, app: &mut App, model: &Model, c
     let rows: Vec<Row<'_>> = fams
         .iter()
         .map(|f| {
-            let cause = if f.finding {
-                Span::styled(f.cause.clone(), Style::new().fg(Color::Red))
-            } else {
-                Span::styled(format!("{} (warm-up)", f.cause), DIM)
+            let cause = match &f.not_a_finding {
+                None => Span::styled(f.cause.clone(), Style::new().fg(Color::Red)),
+                Some(why) => Span::styled(format!("{} ({why})", f.cause), DIM),
             };
             let mut cells = vec![
                 Cell::from(f.graph.clone()),
@@ -1075,8 +1074,8 @@ fn draw_detail(frame: &mut Frame, area: Rect, app: &mut App, f: &FamilyView) {
         Span::styled(f.cause.clone(), if f.finding { BAD } else { DIM }),
         Span::raw(format!("  {} ms compiling", ms(f.compile_ms))),
     ];
-    if !f.finding {
-        head.push(Span::styled("  warm-up only, not a finding", DIM));
+    if let Some(why) = &f.not_a_finding {
+        head.push(Span::styled(format!("  not a finding ({why})"), DIM));
     }
     summary.push(Line::from(head));
     if let Some(s) = &f.source {

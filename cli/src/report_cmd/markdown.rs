@@ -230,10 +230,9 @@ fn recompiles(o: &mut String, r: &Report) {
         &[false, true, false, false, true, false],
     );
     for f in &r.recompiles {
-        let cause = if f.finding {
-            code(f.cause.as_str(), Ctx::Cell)
-        } else {
-            format!("{} (warm-up)", code(f.cause.as_str(), Ctx::Cell))
+        let cause = match f.not_a_finding() {
+            None => code(f.cause.as_str(), Ctx::Cell),
+            Some(why) => format!("{} ({})", code(f.cause.as_str(), Ctx::Cell), md(&why, Ctx::Cell)),
         };
         row(
             o,

@@ -255,7 +255,7 @@ fn header(o: &mut Out<'_>, r: &Report) {
     }
     let c = &r.compiles;
     let warmup = if c.warmup_recompiles > 0 {
-        format!(" (+{} during warm-up)", c.warmup_recompiles)
+        format!(" (+{} outside the steady state)", c.warmup_recompiles)
     } else {
         String::new()
     };
@@ -403,10 +403,10 @@ fn recompiles(o: &mut Out<'_>, r: &Report) {
     let c = &r.compiles;
     let causes: Vec<String> = c.by_cause.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let mut rest = if c.recompiles == 0 {
-        "none after warm-up".to_string()
+        "none in the steady state".to_string()
     } else {
         format!(
-            "{} recompiled after warm-up, {}",
+            "{} recompiled in the steady state, {}",
             plural(c.recompile_families, "graph", "graphs"),
             plural(c.recompiles, "recompile", "recompiles")
         )
@@ -417,7 +417,7 @@ fn recompiles(o: &mut Out<'_>, r: &Report) {
     if c.warmup_recompiles > 0 {
         let _ = write!(
             rest,
-            "; {} during warm-up (setup and the first steps: not findings)",
+            "; {} outside the steady state (set-up, warm-up steps, tail: not findings)",
             plural(c.warmup_recompiles, "recompile", "recompiles")
         );
     }
@@ -434,10 +434,10 @@ fn family(o: &mut Out<'_>, f: &FamilyReport, many_runs: bool) {
     } else {
         String::new()
     };
-    let warmup = if f.finding {
-        String::new()
-    } else {
-        o.st.dim(" — warm-up only, not a finding")
+    let warmup = match (&f.recompiled_with, f.finding) {
+        (Some(w), _) => o.st.dim(&format!(" — recompiled with {w}: part of its finding")),
+        (None, true) => String::new(),
+        (None, false) => o.st.dim(" — outside the steady state, not a finding"),
     };
     let graph = o.st.bold(&f.graph);
     let cause = if f.finding {
