@@ -300,7 +300,7 @@ fn aligned_diff(a: &HloModuleProto, b: &HloModuleProto) -> Diff {
                     out.push(change(b, cb, ib, what, old, new));
                 }
             };
-            if ia.opcode == "constant" && ia.literal != ib.literal {
+            if ia.opcode == "constant" && !same_literal(ia, ib) {
                 push(
                     &mut literal,
                     "literal",
@@ -417,6 +417,17 @@ fn aligned_diff(a: &HloModuleProto, b: &HloModuleProto) -> Diff {
     let mut d = Diff::new(cause, format!("{summary}{more}"));
     d.constants = changes;
     d
+}
+
+/// Literals compared by their bytes: a NaN constant is the same NaN in both programs, though
+/// `NaN != NaN` as floats.
+fn same_literal(a: &HloInstructionProto, b: &HloInstructionProto) -> bool {
+    use prost::Message;
+    match (&a.literal, &b.literal) {
+        (Some(x), Some(y)) => x.encode_to_vec() == y.encode_to_vec(),
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 fn raw_difference(a: &HloInstructionProto, b: &HloInstructionProto) -> String {

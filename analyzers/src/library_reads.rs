@@ -21,7 +21,19 @@ struct Entry {
     read: KnownRead,
 }
 
-const KNOWN: &[Entry] = &[];
+const KNOWN: &[Entry] = &[
+    // equinox 0.13.8 `_jit.py`: `marker.block_until_ready()` after every `filter_jit` call (the
+    // marker output lets it raise Equinox runtime errors). Seen in tests/corpus/jax/equinox_mlp.py.
+    Entry {
+        file: "equinox/_jit.py",
+        function: "_call",
+        torch: Some(false),
+        read: KnownRead {
+            why: "`eqx.filter_jit` waits for every call's result (it blocks on a marker output so that it can raise Equinox's runtime errors), so the host cannot queue the next step while the device runs this one",
+            fix: "for the training step, `jax.jit` a function of arrays instead (split the model with `eqx.partition` and rebuild it inside with `eqx.combine`): it returns without waiting; keep `filter_jit` off the hot path",
+        },
+    },
+];
 
 /// The known read at `lib`, if any.
 pub fn known(lib: &SourceLoc, torch: bool) -> Option<&'static KnownRead> {

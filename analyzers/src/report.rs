@@ -878,11 +878,15 @@ fn explain(
         .filter_map(|m| m.diff.as_ref())
         .filter(|d| d.cause == cause)
         .collect();
+    // Where the recompiles were asked for: a graph first compiled in the loop and compiled
+    // again for an evaluation names the evaluation's line, not the loop's.
     let call_site = most_common(
         f.members
             .iter()
+            .skip(1)
             .filter_map(|m| compiles[m.compile].source.clone()),
-    );
+    )
+    .or_else(|| compiles[f.members[0].compile].source.clone());
     let n = f.members.len();
     let torch = frontend.starts_with("torch");
     match cause {
@@ -892,6 +896,14 @@ fn explain(
                 .iter()
                 .flat_map(|d| &d.constants)
                 .find_map(|c| c.source.clone());
+            // Where the traced function was called, when that is another line than the op's.
+            let called = match (&op_source, &call_site) {
+                (Some(o), Some(c)) if o != c => {
+                    let f = f.graph.strip_prefix("jit_").unwrap_or(&f.graph);
+                    format!(", in `{f}` called at {c}")
+                }
+                _ => String::new(),
+            };
             let source = op_source.or(call_site);
             let Some(first) = first else {
                 return (String::new(), String::new(), source);
@@ -928,7 +940,7 @@ fn explain(
                 .map(|s| format!(" at {s}"))
                 .unwrap_or_default();
             let details = format!(
-                "{} of {} {} changed: {shown}{used}{at}",
+                "{} of {} {} changed: {shown}{used}{at}{called}",
                 first.what, first.op, first.dtype
             );
             let suggestion = match first.what.as_str() {
@@ -1274,8 +1286,9 @@ fn summarize_compiles(report: &mut Report, all: &[Vec<CompileView>]) {
     };
 }
 
-/// A sync line is a finding when it blocks in at least this share of the steps after the first.
+/// A sync line is a finding when it blocks in at least this share of the steady-state steps.
 const SYNC_STEP_SHARE: f64 = 0.25;
+
 
 fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -1386,6 +1399,7 @@ fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
         });
     }
     let later_steps: usize = steps.iter().map(|s| s.steady().len()).sum();
+
     for s in &report.syncs {
         let frequent = if later_steps > 0 {
             s.count >= 2
@@ -1393,7 +1407,12 @@ fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
         } else {
             s.count >= 3
         };
-        if !frequent {
+        // A wait that reads nothing (`block_until_ready`, equinox's wait after every
+        // `filter_jit` call) is recorded only when it happened to block, so how often it shows
+        // depends on timing; and it is most often deliberate. It is listed with its stall, never
+        // a finding: the reads a value is needed for are.
+        let wait_only = s.bytes == 0 && s.what.iter().all(|w| !w.contains('['));
+        if !frequent || wait_only {
             continue;
         }
         let Some(src) = &s.source else { continue };

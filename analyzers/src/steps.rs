@@ -161,7 +161,10 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
             last_t = last_t.max(t);
         }
         match r {
-            Record::Step(s) => markers.entry(s.marker.as_str()).or_default().push(s.t_ns),
+            // `tpuscope.*` markers are the agent's own notes (IR debug switched on), not steps.
+            Record::Step(s) if !s.marker.starts_with("tpuscope.") => {
+                markers.entry(s.marker.as_str()).or_default().push(s.t_ns);
+            }
             Record::Execute(e) => {
                 let key = info.get(&e.executable_id).map_or(("", None, 0), |i| {
                     (i.graph.as_str(), i.site.as_ref(), i.num_outputs)

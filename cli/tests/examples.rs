@@ -119,6 +119,8 @@ const EXAMPLE_ENV: &[&str] = &[
     // Where dynamo's logs go, and whether `tpuscope run` turns them on (the tests say).
     "TORCH_TRACE",
     "TPUSCOPE_TORCH_TRACE",
+    "XLA_IR_DEBUG",
+    "TPUSCOPE_XLA_DEBUG_ON_RECOMPILE",
 ];
 
 /// Runs an example under `tpuscope run --no-tui --quiet`; asserts it exited 0, printed one
@@ -456,7 +458,7 @@ fn jax_clean_loop_has_no_finding() {
 }
 
 #[test]
-fn torch_xla_step_index_slice_is_a_constant_change_at_sync_then_at_the_slice_with_hlo_debug() {
+fn torch_xla_step_index_slice_is_a_constant_change_at_the_slice_line() {
     let ex = &STEP_INDEX_SLICE;
     let dir = tempfile::tempdir().unwrap();
     let check = |run: &Run, line: u32| {
@@ -481,10 +483,19 @@ fn torch_xla_step_index_slice_is_a_constant_change_at_sync_then_at_the_slice_wit
         assert_eq!(r.findings.len(), 1, "{}", dump(&r));
         assert_no_finding_at_not_lines(&r, ex);
     };
-    // Without XLA_HLO_DEBUG the HLO carries no source: the family points at the line that asked
-    // for the compile.
+    // Without XLA_HLO_DEBUG the agent switches torch_xla's IR debug on once the graph keeps
+    // compiling after warm-up: the later members' HLO names the slice line.
     let plain = run_example(ex, &[], &[], &dir.path().join("plain"));
-    check(&plain, ex.marker("tpuscope-trigger", "constant_changed"));
+    check(&plain, ex.marker("tpuscope", "constant_changed"));
+    // Opted out, the HLO keeps no source: the family points at the line that asked for the
+    // compile.
+    let opted_out = run_example(
+        ex,
+        &[],
+        &[("TPUSCOPE_XLA_DEBUG_ON_RECOMPILE", "0")],
+        &dir.path().join("opted_out"),
+    );
+    check(&opted_out, ex.marker("tpuscope-trigger", "constant_changed"));
     // With it, the changed slice's metadata names the slice line.
     let debug = run_example(
         ex,

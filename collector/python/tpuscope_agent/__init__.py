@@ -9,7 +9,8 @@ installs what that frontend needs:
 - jax: wraps `jax._src.compiler.compile_or_get_cached` so the compile PJRT runs on a worker
   thread (no Python frames there) still gets the stack of the Python code that asked for it;
 - torch_xla: `torch_xla.sync` / `xm.mark_step` and optimizer steps become `Step` events; with
-  `TPUSCOPE_SETUP=torch_xla` the collector is registered as a PJRT device plugin;
+  `TPUSCOPE_SETUP=torch_xla` the collector is registered as a PJRT device plugin; while graphs
+  keep compiling after warm-up, torch_xla's IR debug is on, so their HLO carries source lines;
 - torch_tpu: optimizer steps become `Step` events; with `TPUSCOPE_SETUP=torch_tpu` the device
   is started on the collector (which stands in for a TPU).
 

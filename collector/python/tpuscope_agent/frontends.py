@@ -126,9 +126,20 @@ def _step_marker(fn, marker):
             _tls.in_step = False
             # After the call: the graph this step launched belongs to the step that closes here.
             _guarded("marking a step", collector.mark_step, marker)
+            _after_step(marker)
 
     setattr(wrapper, _WRAPPED, True)
     return wrapper
+
+
+# Called with the marker after each step is marked; each must guard itself (see
+# XlaSourceOnRecompile). Empty unless a frontend's setup added one.
+_step_watchers = []
+
+
+def _after_step(marker):
+    for watch in _step_watchers:
+        watch(marker)
 
 
 _optimizer_hooked = False
@@ -143,6 +154,7 @@ def hook_optimizer_steps():
 
     def post_step(optimizer, args, kwargs):
         _guarded("marking a step", collector.mark_step, "optimizer.step")
+        _after_step("optimizer.step")
 
     register_optimizer_step_post_hook(post_step)
     _optimizer_hooked = True
@@ -162,6 +174,7 @@ def _setup_torch_xla(torch_xla):
         _guarded("registering the collector as a torch_xla device plugin", register_xla_plugin)
     _guarded("wrapping torch_xla.sync", wrap_xla_steps, torch_xla)
     _guarded("hooking optimizer steps", hook_optimizer_steps)
+    _guarded("watching torch_xla recompiles", watch_xla_recompiles, torch_xla)
 
 
 def wrap_xla_steps(torch_xla):
@@ -204,6 +217,109 @@ def register_xla_plugin():
             pass
 
     plugins.register_plugin(name, TpuscopePlugin())
+
+
+def _off(name):
+    """The collector's reading of an off switch (`0`, `off`, `false`, `no`)."""
+    return os.environ.get(name, "").strip() in ("0", "off", "false", "no")
+
+
+def watch_xla_recompiles(torch_xla):
+    """Without XLA_IR_DEBUG / XLA_HLO_DEBUG, torch_xla's HLO has no per-op source lines, and a
+    recompile's changed constant can be traced only to the `sync()` that compiled it. Recording
+    them costs tracing time on every op, so it is switched on only once a graph keeps compiling
+    (see XlaSourceOnRecompile). Left alone when the user set either variable (even to 0), with
+    TPUSCOPE_ENABLE=0 (nothing records the compiles), or TPUSCOPE_XLA_DEBUG_ON_RECOMPILE=0."""
+    if _off("TPUSCOPE_XLA_DEBUG_ON_RECOMPILE") or _off("TPUSCOPE_ENABLE"):
+        return
+    if "XLA_IR_DEBUG" in os.environ or "XLA_HLO_DEBUG" in os.environ:
+        return
+    xlac = getattr(torch_xla, "_XLAC", None)
+    if not all(
+        hasattr(xlac, f) for f in ("_set_ir_debug", "_get_ir_debug", "_xla_counter_value")
+    ):
+        return  # a torch_xla without the run-time switch: nothing to do
+    if xlac._get_ir_debug():
+        return  # already on (set before we were)
+    _step_watchers.append(XlaSourceOnRecompile(xlac))
+
+
+class XlaSourceOnRecompile:
+    """Switches torch_xla's IR debug on while graphs keep compiling after warm-up.
+
+    torch_xla 2.9 reads XLA_IR_DEBUG / XLA_HLO_DEBUG once, into `FLAGS_torch_lazy_ir_debug`;
+    `_XLAC._set_ir_debug` sets that same flag at run time. With it on, each IR node created
+    records its Python frames and lowering writes them into the HLO's OpMetadata, so the graphs
+    traced after the switch carry source lines. The flag is not part of the graph hash: graphs
+    already cached are not compiled again.
+
+    Polled after each step: `UncachedCompile` (torch_xla's graph-cache misses) costs well under
+    a microsecond. Ticks come from sync/mark_step, or from optimizer steps in a program that
+    never syncs explicitly. After `QUIET` ticks without a compile (or twice the last gap between
+    compiles, if longer) it is switched off again, so a program whose compiles stopped stops
+    paying for the frames. Each switch is a `Step` event with marker `tpuscope.ir_debug_on` /
+    `tpuscope.ir_debug_off` in the trace."""
+
+    WARMUP = 2  # ticks whose compiles are the program's own warm-up
+    NEEDED = 2  # ticks with a compile after warm-up (since the last switch-off) that switch it on
+    QUIET = 16
+
+    def __init__(self, xlac):
+        self._compiles = functools.partial(xlac._xla_counter_value, "UncachedCompile")
+        self._set = xlac._set_ir_debug
+        self._get = xlac._get_ir_debug
+        self._lock = threading.Lock()
+        self._clock = None  # "sync" or "optimizer": which markers tick
+        self._ticks = 0
+        self._seen = 0  # the counter at the last tick
+        self._hits = 0
+        self._last_hit = 0  # the tick of the last compile
+        self._gap = 0  # ticks between the last two compiles
+        self._on = False
+        self._dead = False
+
+    def __call__(self, marker):
+        if self._dead or not self._lock.acquire(False):
+            return  # another thread is ticking: one tick is enough
+        try:
+            self._tick("optimizer" if marker == "optimizer.step" else "sync")
+        except Exception as e:  # noqa: BLE001 - must never break the user's program
+            self._dead = True
+            _warn("watching torch_xla recompiles failed", e)
+        finally:
+            self._lock.release()
+
+    def _tick(self, kind):
+        if kind != self._clock:
+            if self._clock == "sync":
+                return
+            # Sync markers, once seen, are the clock: an optimizer step is not a graph boundary.
+            self._clock, self._ticks = kind, 0
+        n = self._compiles() or 0  # None until the first compile
+        compiled = n != self._seen  # also when the user cleared the counters
+        self._seen = n
+        self._ticks += 1
+        if self._ticks <= self.WARMUP:
+            return
+        if compiled:
+            if self._last_hit:
+                self._gap = self._ticks - self._last_hit
+            self._last_hit = self._ticks
+            self._hits += 1
+            if not self._on and self._hits >= self.NEEDED:
+                self._switch(True)
+        elif self._on and self._ticks - self._last_hit >= max(self.QUIET, 2 * self._gap):
+            self._switch(False)
+
+    def _switch(self, on):
+        if self._get() != self._on:
+            self._dead = True  # someone else switched it: theirs from now on
+            return
+        self._set(on)
+        self._on = on
+        self._hits = 0
+        marker = "tpuscope.ir_debug_on" if on else "tpuscope.ir_debug_off"
+        _guarded("marking the IR debug switch", collector.mark_step, marker)
 
 
 # --- torch_tpu --------------------------------------------------------------------------------
