@@ -205,6 +205,9 @@ fn param_changes(a: &[Param], b: &[Param]) -> Vec<ParamChange> {
 }
 
 fn structure_diff(a: &Program, b: &Program) -> Diff {
+    if let Some(d) = data_became_constant(a, b) {
+        return d;
+    }
     let mut added = BTreeMap::new();
     let mut removed = BTreeMap::new();
     for (op, &nb) in &b.ops {
@@ -255,6 +258,82 @@ fn structure_diff(a: &Program, b: &Program) -> Diff {
         d.summary.push_str(&format!(" (at {src})"));
     }
     d
+}
+
+/// Arguments replaced by constants and nothing else changed: a scalar the frontend passed as
+/// data was baked in this time (torch_xla passes Python floats as data, but bakes 0 and 1 in).
+fn data_became_constant(a: &Program, b: &Program) -> Option<Diff> {
+    let fewer = a.params.len().checked_sub(b.params.len()).filter(|&k| k > 0)?;
+    let mut delta: BTreeMap<&str, i64> = BTreeMap::new();
+    for (op, &n) in &a.ops {
+        *delta.entry(op).or_default() -= i64::from(n);
+    }
+    for (op, &n) in &b.ops {
+        *delta.entry(op).or_default() += i64::from(n);
+    }
+    delta.retain(|_, d| *d != 0);
+    let params = delta.remove("parameter").unwrap_or(0);
+    let constants = delta.remove("constant").unwrap_or(0);
+    if !delta.is_empty() || params != -(fewer as i64) || constants < 1 {
+        return None;
+    }
+    // The constants of `b` that `a` does not have (by value).
+    let literals = |p: &Program| {
+        let mut m: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+        for i in p.module.computations.iter().flat_map(|c| &c.instructions) {
+            if i.opcode == "constant" {
+                use prost::Message;
+                let bytes = i.literal.as_ref().map(|l| l.encode_to_vec()).unwrap_or_default();
+                *m.entry(bytes).or_default() += 1;
+            }
+        }
+        m
+    };
+    let (la, mut lb) = (literals(a), literals(b));
+    for (k, n) in &la {
+        if let Some(v) = lb.get_mut(k) {
+            *v -= n;
+        }
+    }
+    let mut changes = Vec::new();
+    for comp in &b.module.computations {
+        for inst in comp.instructions.iter().filter(|i| i.opcode == "constant") {
+            use prost::Message;
+            let bytes = inst.literal.as_ref().map(|l| l.encode_to_vec()).unwrap_or_default();
+            if let Some(n) = lb.get_mut(&bytes).filter(|n| **n > 0) {
+                *n -= 1;
+                let value = inst
+                    .literal
+                    .as_ref()
+                    .map(hlo::literal_values_string)
+                    .unwrap_or_default();
+                changes.push(change(
+                    &b.module,
+                    comp,
+                    inst,
+                    "argument became literal",
+                    "an argument".to_string(),
+                    value,
+                ));
+            }
+        }
+    }
+    let first = changes.first()?;
+    let at = first
+        .source
+        .as_ref()
+        .map(|s| format!(" at {s}"))
+        .unwrap_or_default();
+    let mut d = Diff::new(
+        Cause::ConstantChanged,
+        format!(
+            "{fewer} scalar argument(s) became constant(s): {} {}{at}",
+            first.dtype, first.new
+        ),
+    );
+    d.params_count = Some((a.params.len(), b.params.len()));
+    d.constants = changes;
+    Some(d)
 }
 
 /// The user line that most of the ops present in one program but not the other come from.

@@ -632,7 +632,31 @@ fn report_families(
         if f.members.len() < 2 {
             continue;
         }
-        let Some(cause) = f.cause() else { continue };
+        // What the recompiles that matter (those in the steady state) say, rather than the
+        // loop's warm-up members.
+        let steady_cause = {
+            let mut counts: Vec<(Cause, usize)> = Vec::new();
+            for d in f
+                .members
+                .iter()
+                .skip(1)
+                .filter(|m| steady(steps, compiles[m.compile].t_ns))
+                .filter_map(|m| m.diff.as_ref())
+            {
+                match counts.iter_mut().find(|(c, _)| *c == d.cause) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((d.cause, 1)),
+                }
+            }
+            let best = counts.iter().map(|(_, n)| *n).max();
+            counts
+                .iter()
+                .find(|(_, n)| Some(*n) == best)
+                .map(|(c, _)| *c)
+        };
+        let Some(cause) = steady_cause.or_else(|| f.cause()) else {
+            continue;
+        };
         let pos = |compile: usize| f.members.iter().position(|m| m.compile == compile);
         let members: Vec<MemberReport> = f
             .members
@@ -695,7 +719,7 @@ fn report_families(
 }
 
 /// Families of one run that recompiled in the same steps for the same cause are one problem:
-/// the first to recompile carries the finding, the others say they came with it.
+/// the costliest carries the finding, the others say they came with it.
 fn merge_co_recompiles(fams: &mut [FamilyReport]) {
     let near = |a: &BTreeSet<usize>, b: &BTreeSet<usize>| {
         // A step apart counts as the same step: a step's graphs compile before its launch.
@@ -705,11 +729,11 @@ fn merge_co_recompiles(fams: &mut [FamilyReport]) {
             .count();
         hits > 0 && hits * 2 >= a.len().min(b.len())
     };
-    let first_steady = |f: &FamilyReport| f.members.get(1).map_or(f64::MAX, |m| m.t_ms);
+    // The costliest carries the finding: the model's step, not a mask helper cut out of it.
     let mut order: Vec<usize> = (0..fams.len())
         .filter(|&i| fams[i].finding && !fams[i].steady_steps.is_empty())
         .collect();
-    order.sort_by(|&a, &b| first_steady(&fams[a]).total_cmp(&first_steady(&fams[b])));
+    order.sort_by(|&a, &b| fams[b].compile_ms.total_cmp(&fams[a].compile_ms));
     for (k, &i) in order.iter().enumerate() {
         if fams[i].recompiled_with.is_some() {
             continue;
@@ -939,11 +963,22 @@ fn explain(
                 .as_ref()
                 .map(|s| format!(" at {s}"))
                 .unwrap_or_default();
-            let details = format!(
-                "{} of {} {} changed: {shown}{used}{at}{called}",
-                first.what, first.op, first.dtype
-            );
+            let details = if first.what == "argument became literal" {
+                format!(
+                    "a scalar argument became the constant {} {}{used}{at}{called}",
+                    first.dtype, first.new
+                )
+            } else {
+                format!(
+                    "{} of {} {} changed: {shown}{used}{at}{called}",
+                    first.what, first.op, first.dtype
+                )
+            };
             let suggestion = match first.what.as_str() {
+                "argument became literal" => format!(
+                    "a Python scalar{at} was passed as data until it took the value {}, which the frontend bakes into the graph as a constant ({n} graphs so far; torch_xla does this for 0 and 1): keep it a device tensor (`torch.tensor(value, device=device)`), or keep it off those values (a warmup factor that ends at exactly 1.0)",
+                    first.new
+                ),
                 "literal" if torch => format!(
                     "the Python scalar{at} is baked into the graph as {} {} ({n} graphs so far): keep it on the device as a tensor (e.g. `torch.tensor(value, device=device)`; for optimizers `capturable=True` / a tensor LR) so one graph serves every value",
                     first.dtype, shown
@@ -1422,10 +1457,19 @@ fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
             .unwrap_or_default();
         out.push(Finding {
             kind: "sync".into(),
-            title: format!(
-                "host sync at {src}: {}× ({:.3} ms stalled{per_step})",
-                s.count, s.stall_ms
-            ),
+            title: match &s.library {
+                Some(lib) => format!(
+                    "host sync inside {} (`{}` at {lib}) called from {src}: {}× ({:.3} ms stalled{per_step})",
+                    syncs::library_package(&lib.file),
+                    lib.function,
+                    s.count,
+                    s.stall_ms
+                ),
+                None => format!(
+                    "host sync at {src}: {}× ({:.3} ms stalled{per_step})",
+                    s.count, s.stall_ms
+                ),
+            },
             source: Some(src.clone()),
             suggestion: s.suggestion.clone(),
         });

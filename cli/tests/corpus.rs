@@ -64,15 +64,18 @@ impl Script {
         let mut out: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
         let open = format!("# {kind}[");
         for (i, l) in self.text().lines().enumerate() {
-            let Some(at) = l.find(&open) else { continue };
-            let rest = &l[at + open.len()..];
-            let Some((cases, cause)) = rest.split_once("]:") else {
-                continue;
-            };
-            if cases.split(',').any(|c| c.trim() == case) {
-                out.entry(cause.trim().to_string())
-                    .or_default()
-                    .insert(i as u32 + 1);
+            // A line may carry several markers: each runs to the next `#`.
+            for (at, _) in l.match_indices(&open) {
+                let rest = &l[at + open.len()..];
+                let Some((cases, cause)) = rest.split_once("]:") else {
+                    continue;
+                };
+                let cause = cause.split('#').next().unwrap_or("").trim();
+                if cases.split(',').any(|c| c.trim() == case) {
+                    out.entry(cause.to_string())
+                        .or_default()
+                        .insert(i as u32 + 1);
+                }
             }
         }
         out
@@ -148,28 +151,37 @@ fn bare_run(script: &Script, case: &str, dir: &Path) -> RunOut {
             .env("JAX_EXPLAIN_CACHE_MISSES", "1");
             c
         }
-        "torch_tpu" => {
-            // TorchTPU reaches a plugin here only through the collector: as a pure pass-through
-            // (`TPUSCOPE_ENABLE=0`, nothing recorded) it is the bare run.
+        "torch_xla" | "torch_tpu" => {
+            // torch_xla and TorchTPU reach the CPU plugin here only through the collector (it
+            // bridges torch_xla's older ExecuteOptions and TorchTPU's TPU-only options): as a
+            // pure pass-through (`TPUSCOPE_ENABLE=0`, nothing recorded) it is the bare run.
+            let (diag, truth_wrapper): (&[(&str, &str)], bool) = if script.env == "torch_xla" {
+                (&[("PT_XLA_DEBUG_LEVEL", "2")], true)
+            } else {
+                (&[("TORCH_LOGS", "recompiles,graph_breaks")], false)
+            };
             let mut c = Command::new(tpuscope());
             c.args(["run", "--no-tui", "--quiet", "--out"])
                 .arg(&dir)
                 .arg("--")
-                .arg(venv_python(script.env))
-                .arg(script.path())
+                .arg(venv_python(script.env));
+            if truth_wrapper {
+                // Prints torch_xla's metrics report at exit.
+                c.arg(repo_root().join("tests/corpus/truth_torch_xla.py"));
+            }
+            c.arg(script.path())
                 .args(["--case", case])
                 .current_dir(&dir)
-                .env("TPUSCOPE_COLLECTOR", collector())
-                .env("TPUSCOPE_ENABLE", "0")
+                .env("TPUSCOPE_COLLECTOR", collector());
+            for k in SCRUBBED_ENV {
+                c.env_remove(k);
+            }
+            c.env("TPUSCOPE_ENABLE", "0")
                 .env("HF_HUB_OFFLINE", "1")
                 .env("TRANSFORMERS_OFFLINE", "1")
-                .env("TORCHINDUCTOR_CACHE_DIR", dir.join("inductor"))
-                .env("TORCH_LOGS", "recompiles,graph_breaks");
-            for k in SCRUBBED_ENV
-                .iter()
-                .filter(|k| !["TORCHINDUCTOR_CACHE_DIR", "TPUSCOPE_ENABLE", "TORCH_LOGS"].contains(k))
-            {
-                c.env_remove(k);
+                .env("TORCHINDUCTOR_CACHE_DIR", dir.join("inductor"));
+            for (k, v) in diag {
+                c.env(k, v);
             }
             c
         }
@@ -336,6 +348,99 @@ fn jax_truth(stderr: &str, script: &Path) -> Truth {
     truth
 }
 
+/// torch_xla (`PT_XLA_DEBUG_LEVEL=2`): a `Compilation Analysis:` block per compile, with its
+/// cause and the Python frames that triggered it (innermost first), and an `Execution
+/// Analysis:` block per execution; each execution caused by `user torch_xla.sync` ends a step.
+/// torch_xla has no names for its graphs: a graph is known by the script line that asked for
+/// it. One that compiles again once warm-up (the first two steps) is over recompiled.
+fn xla_truth(stderr: &str, script: &Path) -> Truth {
+    let (_, in_loop, _) = sections(stderr);
+    let script_name = script.file_name().unwrap().to_string_lossy().into_owned();
+    #[derive(PartialEq)]
+    enum Block {
+        None,
+        Compile,
+        Execute,
+    }
+    let mut block = Block::None;
+    let mut cause = String::new();
+    let mut frames: Vec<String> = Vec::new();
+    let mut step = 0usize;
+    // Script line → (compiles in the loop, compiles after warm-up).
+    let mut by_line: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let line_of = |frames: &[String]| {
+        frames.iter().find_map(|f| {
+            // `main (tests/corpus/torch_xla/hf_gpt2.py:137)`
+            let inside = f.rsplit_once('(')?.1.trim_end_matches(')');
+            let (file, line) = inside.rsplit_once(':')?;
+            file.ends_with(&script_name).then(|| line.parse::<u32>().ok())?
+        })
+    };
+    let mut finish = |block: &Block, cause: &str, frames: &[String], step: &mut usize| match block {
+        Block::Compile => {
+            if let Some(line) = line_of(frames) {
+                let e = by_line.entry(line).or_default();
+                e.0 += 1;
+                if *step >= 2 {
+                    e.1 += 1;
+                }
+            }
+        }
+        Block::Execute if cause == "user torch_xla.sync" => *step += 1,
+        _ => {}
+    };
+    for l in in_loop.lines() {
+        let (kind, body) = if let Some(b) = l.strip_prefix("Compilation Analysis: ") {
+            (Block::Compile, b)
+        } else if let Some(b) = l.strip_prefix("Execution Analysis: ") {
+            (Block::Execute, b)
+        } else {
+            continue;
+        };
+        if body.starts_with("=====") {
+            // A block opens and closes with a row of `=`: close the one open, if any.
+            if block != Block::None {
+                finish(&block, &cause, &frames, &mut step);
+                block = Block::None;
+            } else {
+                block = kind;
+                cause.clear();
+                frames.clear();
+            }
+            continue;
+        }
+        if body == "Compilation Cause" || body == "Execution Cause" {
+            continue;
+        }
+        if let Some(c) = body.strip_prefix("  ")
+            && cause.is_empty()
+            && !c.starts_with("Graph Hash")
+        {
+            cause = c.trim().to_string();
+            continue;
+        }
+        if body.starts_with("  ") && body.contains(" (") && body.ends_with(')') {
+            frames.push(body.trim().to_string());
+        }
+    }
+    let mut truth = Truth {
+        log: in_loop
+            .lines()
+            .filter(|l| l.starts_with("Compilation Analysis: "))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        ..Truth::default()
+    };
+    for (line, (n, after_warmup)) in by_line {
+        if after_warmup > 0 && n >= 2 {
+            let key = format!("line {line}");
+            truth.recompiled.insert(key.clone(), n);
+            truth.lines.insert(key, [line].into_iter().collect());
+        }
+    }
+    truth
+}
+
 /// TorchTPU (dynamo): `[__recompiles] Recompiling function NAME in FILE:LINE` per recompile.
 fn dynamo_truth(stderr: &str) -> Truth {
     let mut truth = Truth {
@@ -393,6 +498,7 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
 
     let truth = match env {
         "jax" => jax_truth(&bare.stderr, &script.path()),
+        "torch_xla" => xla_truth(&bare.stderr, &script.path()),
         "torch_tpu" => dynamo_truth(&bare.stderr),
         other => panic!("no truth for env {other}"),
     };
@@ -430,17 +536,39 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
         .filter(|c| bug.contains_key(*c) || trigger.contains_key(*c))
         .collect();
 
+    // Graphs that recompile along with a marked one (same steps, same cause).
+    let with: BTreeSet<u32> = script
+        .markers("tpuscope-with", case)
+        .values()
+        .flatten()
+        .copied()
+        .collect();
+    let (with_truth, main_truth): (Vec<(&String, &u64)>, Vec<(&String, &u64)>) =
+        truth.recompiled.iter().partition(|(f, _)| {
+            truth
+                .lines
+                .get(*f)
+                .is_some_and(|at| !at.is_empty() && at.is_subset(&with))
+        });
+    assert_eq!(
+        with_truth.len(),
+        with.len(),
+        "{label}: `tpuscope-with` lines {with:?} vs what the frontend saw recompile {:?}\n--- log\n{}",
+        truth.recompiled,
+        truth.log
+    );
+
     // The truth agrees with the markers: as many recompiling functions as marked causes, each
     // asked for at a marked line when the frontend names a line of the script, and as many
     // compiles as the script says it made distinct programs (shapes=, lrs=, indices=).
     assert_eq!(
-        truth.recompiled.len(),
+        main_truth.len(),
         expected_recompiles.len(),
         "{label}: the frontend's logs and the markers disagree: recompiled {:?}, marked {expected_recompiles:?}\n--- log\n{}",
         truth.recompiled,
         truth.log
     );
-    for (f, at) in &truth.lines {
+    for (f, at) in truth.lines.iter().filter(|(f, _)| main_truth.iter().any(|(m, _)| m == f)) {
         let marked: BTreeSet<u32> = expected_recompiles.iter().flat_map(|c| lines_for(c)).collect();
         assert!(
             at.is_empty() || at.iter().any(|l| marked.contains(l)),
@@ -487,7 +615,7 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
             let name = fam.graph.strip_prefix("jit_").unwrap_or(&fam.graph);
             truth.recompiled.get(name).copied()
         } else {
-            (truth.recompiled.len() == 1).then(|| *truth.recompiled.values().next().unwrap())
+            (main_truth.len() == 1).then(|| *main_truth[0].1)
         };
         assert_eq!(
             Some(fam.count),
@@ -496,6 +624,21 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
             fam.graph,
             fam.count,
             truth.recompiled
+        );
+    }
+
+    // Each graph that recompiled along is named under the main finding, with its count.
+    for (f, n) in &with_truth {
+        let companion = r
+            .recompiles
+            .iter()
+            .find(|c| c.recompiled_with.is_some() && c.count == **n)
+            .unwrap_or_else(|| panic!("{label}: {f} recompiled {n}× along with the main graph per the frontend, not so in the report\n{d}"));
+        let main = companion.recompiled_with.as_deref().unwrap();
+        assert!(
+            r.findings.iter().any(|x| x.kind == "recompile" && x.title.starts_with(main) && x.title.contains(&companion.graph)),
+            "{label}: the finding for {main} does not name {}\n{d}",
+            companion.graph
         );
     }
 
@@ -582,6 +725,12 @@ macro_rules! cases {
 }
 
 cases! {
+    torch_xla_gpt2_clean: "torch_xla" "hf_gpt2" "clean";
+    torch_xla_gpt2_attn_mask: "torch_xla" "hf_gpt2" "attn_mask";
+    torch_xla_gpt2_pad_longest: "torch_xla" "hf_gpt2" "pad_longest";
+    torch_xla_gpt2_item_logging: "torch_xla" "hf_gpt2" "item_logging";
+    torch_xla_gpt2_python_int_index: "torch_xla" "hf_gpt2" "python_int_index";
+    torch_xla_gpt2_python_float_scale: "torch_xla" "hf_gpt2" "python_float_scale";
     jax_flax_mlp_clean: "jax" "flax_linen_mlp" "clean";
     jax_flax_mlp_python_float_lr: "jax" "flax_linen_mlp" "python_float_lr";
     jax_flax_mlp_partial_batch: "jax" "flax_linen_mlp" "partial_batch";

@@ -124,7 +124,7 @@ def main():
             if case not in ("attn_mask", "pad_longest"):
                 del batch["attention_mask"]  # no padding: the mask is all ones, the model needs none
             batch = {k: v.to(device) for k, v in batch.items()}
-        loss = model(**batch).loss  # tpuscope-lib[attn_mask,pad_longest]: host_sync
+        loss = model(**batch).loss  # tpuscope-lib[attn_mask,pad_longest]: host_sync  # tpuscope-with[pad_longest]: shape_changed
         if case == "python_float_scale":
             loss = loss * min(1.0, (step + 1) / WARMUP_STEPS)  # tpuscope[python_float_scale]: constant_changed
         if case == "item_logging":
