@@ -263,7 +263,11 @@ fn structure_diff(a: &Program, b: &Program) -> Diff {
 /// Arguments replaced by constants and nothing else changed: a scalar the frontend passed as
 /// data was baked in this time (torch_xla passes Python floats as data, but bakes 0 and 1 in).
 fn data_became_constant(a: &Program, b: &Program) -> Option<Diff> {
-    let fewer = a.params.len().checked_sub(b.params.len()).filter(|&k| k > 0)?;
+    let fewer = a
+        .params
+        .len()
+        .checked_sub(b.params.len())
+        .filter(|&k| k > 0)?;
     let mut delta: BTreeMap<&str, i64> = BTreeMap::new();
     for (op, &n) in &a.ops {
         *delta.entry(op).or_default() -= i64::from(n);
@@ -283,7 +287,11 @@ fn data_became_constant(a: &Program, b: &Program) -> Option<Diff> {
         for i in p.module.computations.iter().flat_map(|c| &c.instructions) {
             if i.opcode == "constant" {
                 use prost::Message;
-                let bytes = i.literal.as_ref().map(|l| l.encode_to_vec()).unwrap_or_default();
+                let bytes = i
+                    .literal
+                    .as_ref()
+                    .map(|l| l.encode_to_vec())
+                    .unwrap_or_default();
                 *m.entry(bytes).or_default() += 1;
             }
         }
@@ -299,7 +307,11 @@ fn data_became_constant(a: &Program, b: &Program) -> Option<Diff> {
     for comp in &b.module.computations {
         for inst in comp.instructions.iter().filter(|i| i.opcode == "constant") {
             use prost::Message;
-            let bytes = inst.literal.as_ref().map(|l| l.encode_to_vec()).unwrap_or_default();
+            let bytes = inst
+                .literal
+                .as_ref()
+                .map(|l| l.encode_to_vec())
+                .unwrap_or_default();
             if let Some(n) = lb.get_mut(&bytes).filter(|n| **n > 0) {
                 *n -= 1;
                 let value = inst

@@ -8,7 +8,7 @@ use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
 use crate::diff::{Cause, Diff, diff_programs};
-use crate::phases::{Origin, origin_of_stack};
+use crate::phases::{Origin, origin_of_name, origin_of_stack};
 use crate::program::{Program, decode_compile};
 use crate::source::{SourceLoc, library_frame, outside_frame, user_frame};
 
@@ -20,6 +20,10 @@ pub struct CompileView {
     /// Index of the record in `trace.events`.
     pub event: usize,
     pub t_ns: u64,
+    /// Where the compile belongs in the run: the first launch of what it compiled (else its own
+    /// start). TorchTPU compiles on a thread that runs ahead of the one that launches, so a
+    /// compile's own time can fall steps before the program is needed; the launch cannot.
+    pub at_ns: u64,
     pub dur_ns: u64,
     pub name: String,
     pub program_hash: u64,
@@ -40,6 +44,24 @@ pub struct CompileView {
 
 /// The compiles of a trace, with programs decoded once per distinct blob.
 pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
+    let frontend = crate::report::frontend_of(trace);
+    // Launch times per executable id (ids are handles: a freed one may be reused later).
+    let mut launches: HashMap<u64, Vec<u64>> = HashMap::new();
+    for r in &trace.events {
+        let (id, t) = match r {
+            Record::Execute(e) => (e.executable_id, e.t_ns),
+            Record::ExecuteSummary(e) => (e.executable_id, e.t_start_ns),
+            _ => continue,
+        };
+        launches.entry(id).or_default().push(t);
+    }
+    for v in launches.values_mut() {
+        v.sort_unstable();
+    }
+    let first_launch_after = |id: u64, t: u64| {
+        let v = launches.get(&id)?;
+        v.get(v.partition_point(|&x| x < t)).copied()
+    };
     let mut decoded: HashMap<(u64, u64), Option<Arc<Program>>> = HashMap::new();
     let mut out = Vec::new();
     for (event, r) in trace.events.iter().enumerate() {
@@ -74,14 +96,17 @@ pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
                 Origin::Op
             }
             Some(o) => o,
-            None => program
-                .as_ref()
-                .map_or(Origin::Graph, |p| origin_of_program(p)),
+            None => origin_of_name(&frontend, &c.executable_name).unwrap_or_else(|| {
+                program
+                    .as_ref()
+                    .map_or(Origin::Graph, |p| origin_of_program(p))
+            }),
         };
         out.push(CompileView {
             run,
             event,
             t_ns: c.t_ns,
+            at_ns: first_launch_after(c.executable_id, c.t_ns).unwrap_or(c.t_ns),
             dur_ns: c.dur_ns,
             name: c.executable_name.clone(),
             program_hash: c.program_hash,

@@ -74,6 +74,28 @@ pub fn origin_of_stack(trace: &Trace, stack: u32) -> Option<Origin> {
     None
 }
 
+/// What a program's name says of its origin, where the frontend's naming tells: TorchTPU names
+/// an eager aten op's program `tt_jit_<op>` (`tt_jit_zeros_like`, `tt_jit_foreach_addcdiv_`)
+/// and a `torch.compile` graph after a source location (`tt_jit_export_L589C0_…`). Its
+/// compiles run on a worker thread with no Python stack, so the name is what there is.
+pub fn origin_of_name(frontend: &str, name: &str) -> Option<Origin> {
+    if frontend != "torch_tpu" {
+        return None;
+    }
+    let rest = name.strip_prefix("tt_jit_")?;
+    let located = rest.split('_').any(|part| {
+        part.strip_prefix('L')
+            .and_then(|p| p.split_once('C'))
+            .is_some_and(|(l, c)| {
+                !l.is_empty()
+                    && !c.is_empty()
+                    && l.bytes().all(|b| b.is_ascii_digit())
+                    && c.bytes().all(|b| b.is_ascii_digit())
+            })
+    });
+    Some(if located { Origin::Graph } else { Origin::Op })
+}
+
 /// Where a moment of a run falls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -148,6 +170,23 @@ impl Phases {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn torch_tpu_names_tell_eager_ops_from_compiled_graphs() {
+        let o = |n| origin_of_name("torch_tpu", n);
+        assert_eq!(o("tt_jit_zeros_like"), Some(Origin::Op));
+        assert_eq!(o("tt_jit_foreach_addcdiv_"), Some(Origin::Op));
+        assert_eq!(
+            o("tt_jit_export_L589C0_fx_to_mlir_traverse_and_compile_compile_mlir_as_strided"),
+            Some(Origin::Graph)
+        );
+        assert_eq!(
+            o("tt_jit_torch_tpu_cache_L33C0_forward_addmm"),
+            Some(Origin::Graph)
+        );
+        assert_eq!(o("SyncTensorsGraph"), None);
+        assert_eq!(origin_of_name("jax", "tt_jit_zeros"), None);
+    }
 
     #[test]
     fn phases_split_at_warmup_and_the_last_step() {

@@ -640,7 +640,7 @@ fn report_families(
                 .members
                 .iter()
                 .skip(1)
-                .filter(|m| steady(steps, compiles[m.compile].t_ns))
+                .filter(|m| steady(steps, compiles[m.compile].at_ns))
                 .filter_map(|m| m.diff.as_ref())
             {
                 match counts.iter_mut().find(|(c, _)| *c == d.cause) {
@@ -686,13 +686,13 @@ fn report_families(
             .members
             .iter()
             .skip(1)
-            .filter(|m| steady(steps, compiles[m.compile].t_ns))
+            .filter(|m| steady(steps, compiles[m.compile].at_ns))
             .count() as u64;
         let steady_steps = f
             .members
             .iter()
             .skip(1)
-            .map(|m| compiles[m.compile].t_ns)
+            .map(|m| compiles[m.compile].at_ns)
             .filter(|&t| steps.phase_at(t) == Some(Phase::Steady))
             .filter_map(|t| steps.step_at(t))
             .collect();
@@ -769,7 +769,7 @@ fn recompile_steps(
                 .members
                 .iter()
                 .skip(1)
-                .map(|m| compiles[m.compile].t_ns)
+                .map(|m| compiles[m.compile].at_ns)
                 .filter(|&t| steps.phase_at(t) == Some(Phase::Steady))
                 .filter_map(|t| steps.step_at(t))
                 // A graph compiles before the launch that starts its step: the ops that come
@@ -817,7 +817,7 @@ fn phase_reports(
         .map(|(phase, start, end)| {
             let in_phase: Vec<&CompileView> = compiles
                 .iter()
-                .filter(|c| p.phase_at(c.t_ns) == phase)
+                .filter(|c| p.phase_at(c.at_ns) == phase)
                 .collect();
             type Acc = (
                 u64,
@@ -837,7 +837,7 @@ fn phase_reports(
                 if a.3.len() < 8 {
                     a.3.insert(c.name.clone());
                 }
-                if let Some(i) = steps.step_at(c.t_ns) {
+                if let Some(i) = steps.step_at(c.at_ns) {
                     a.4.insert(i);
                 }
             }
@@ -1149,7 +1149,9 @@ fn shape_explanation(
     }
     // Arguments whose same dim took the same sizes are one change (a batch or sequence size
     // shared by many inputs): said once.
-    let mut changes: Vec<((usize, Vec<i64>), Vec<String>)> = Vec::new();
+    /// (dim, the sizes it took) → the arguments whose that dim took them.
+    type Change = ((usize, Vec<i64>), Vec<String>);
+    let mut changes: Vec<Change> = Vec::new();
     for ((num, dim), (name, sizes)) in churn.iter().filter(|(_, (_, s))| s.len() > 1) {
         let key = (*dim, sizes.iter().copied().collect::<Vec<i64>>());
         let label = arg_label(*num, name.as_deref());
@@ -1323,7 +1325,6 @@ fn summarize_compiles(report: &mut Report, all: &[Vec<CompileView>]) {
 
 /// A sync line is a finding when it blocks in at least this share of the steady-state steps.
 const SYNC_STEP_SHARE: f64 = 0.25;
-
 
 fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
     let mut out = Vec::new();

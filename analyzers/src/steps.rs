@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
-use crate::phases::{Origin, Phases, origin_of_stack};
+use crate::phases::{Origin, Phases, origin_of_name, origin_of_stack};
 use crate::source::{SourceLoc, user_frame};
 
 /// How the steps were found.
@@ -103,6 +103,7 @@ pub struct ExecutableInfo {
 
 /// Every executable id of a trace with its graph, call site and origin.
 pub fn executable_info(trace: &Trace) -> HashMap<u64, ExecutableInfo> {
+    let frontend = crate::report::frontend_of(trace);
     let mut out = HashMap::new();
     for r in &trace.events {
         let (id, name, stack, num_outputs, compile_ns) = match r {
@@ -122,7 +123,9 @@ pub fn executable_info(trace: &Trace) -> HashMap<u64, ExecutableInfo> {
         out.entry(id).or_insert_with(|| ExecutableInfo {
             graph: crate::families::graph_name(name).to_string(),
             site: user_frame(trace, stack),
-            origin: origin_of_stack(trace, stack).unwrap_or(Origin::Graph),
+            origin: origin_of_stack(trace, stack)
+                .or_else(|| origin_of_name(&frontend, name))
+                .unwrap_or(Origin::Graph),
             num_outputs,
             compile_ns,
         });
@@ -222,7 +225,9 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
                         .then(b.0.cmp(a.0))
                 })
         });
-    let chosen = chosen.filter(|_| !async_dispatch || (per_marker.is_none() && groups.values().all(|g| g.times.len() < 3)));
+    let chosen = chosen.filter(|_| {
+        !async_dispatch || (per_marker.is_none() && groups.values().all(|g| g.times.len() < 3))
+    });
     if let Some((marker, times)) = chosen {
         let mut times = times.clone();
         times.sort_unstable();

@@ -165,6 +165,30 @@ fn list_traces(dir: &Path) -> BTreeSet<PathBuf> {
         .unwrap_or_default()
 }
 
+/// The traces a run may have written: the `.tps` files of its directory and, for a file
+/// `--out` (which need not end in `.tps`), that file and the `.1`, `.2`, … the collector
+/// falls back to when it exists.
+fn traces_of(out: &OutSpec) -> BTreeSet<PathBuf> {
+    let mut all = list_traces(&out.dir);
+    if out.target != out.dir {
+        let name = out
+            .target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        if let (Some(name), Ok(rd)) = (name, std::fs::read_dir(&out.dir)) {
+            all.extend(rd.flatten().map(|e| e.path()).filter(|p| {
+                p.file_name().is_some_and(|f| {
+                    let f = f.to_string_lossy();
+                    f == name
+                        || f.strip_prefix(&format!("{name}."))
+                            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+                })
+            }));
+        }
+    }
+    all
+}
+
 fn out_spec(out: Option<&Path>) -> Result<OutSpec> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let (target, dir) = match out {
@@ -195,12 +219,13 @@ fn out_spec(out: Option<&Path>) -> Result<OutSpec> {
             }
         }
     };
-    let before = list_traces(&dir);
-    Ok(OutSpec {
+    let mut spec = OutSpec {
         target,
         dir,
-        before,
-    })
+        before: BTreeSet::new(),
+    };
+    spec.before = traces_of(&spec);
+    Ok(spec)
 }
 
 pub fn run(args: &RunArgs) -> Result<i32> {
@@ -277,10 +302,7 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     // The endpoint closes with the workload (its last scrape saw the counts; the trace has all).
     drop(metrics);
 
-    let new: Vec<PathBuf> = list_traces(&out.dir)
-        .difference(&out.before)
-        .cloned()
-        .collect();
+    let new: Vec<PathBuf> = traces_of(&out).difference(&out.before).cloned().collect();
     if new.is_empty() {
         eprintln!(
             "tpuscope: no trace was written: the workload never loaded a PJRT plugin through the collector \

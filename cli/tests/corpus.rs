@@ -84,7 +84,10 @@ impl Script {
 
 /// The `key=value` fields of the one `RESULT` line of a run's stdout.
 fn result_line(stdout: &str) -> String {
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("RESULT ")).collect();
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("RESULT "))
+        .collect();
     assert_eq!(lines.len(), 1, "one RESULT line expected in:\n{stdout}");
     lines[0].to_string()
 }
@@ -129,7 +132,10 @@ fn command(script: &Script, case: &str, dir: &Path) -> Command {
         .env("HF_HUB_OFFLINE", "1")
         .env("TRANSFORMERS_OFFLINE", "1")
         .env("TORCHINDUCTOR_CACHE_DIR", dir.join("inductor"));
-    for k in SCRUBBED_ENV.iter().filter(|k| **k != "TORCHINDUCTOR_CACHE_DIR") {
+    for k in SCRUBBED_ENV
+        .iter()
+        .filter(|k| **k != "TORCHINDUCTOR_CACHE_DIR")
+    {
         c.env_remove(k);
     }
     c
@@ -218,7 +224,10 @@ fn tpuscope_run(script: &Script, case: &str, dir: &Path) -> RunOut {
         .env("HF_HUB_OFFLINE", "1")
         .env("TRANSFORMERS_OFFLINE", "1")
         .env("TORCHINDUCTOR_CACHE_DIR", dir.join("inductor"));
-    for k in SCRUBBED_ENV.iter().filter(|k| **k != "TORCHINDUCTOR_CACHE_DIR") {
+    for k in SCRUBBED_ENV
+        .iter()
+        .filter(|k| **k != "TORCHINDUCTOR_CACHE_DIR")
+    {
         c.env_remove(k);
     }
     let out = c.output().unwrap();
@@ -294,7 +303,10 @@ fn jax_truth(stderr: &str, script: &Path) -> Truth {
         parts.reverse();
         // FILE:LINE:COL or FILE:LINE.
         let (file, line) = match parts.as_slice() {
-            [f, l, c] if c.chars().all(|x| x.is_ascii_digit()) && l.chars().all(|x| x.is_ascii_digit()) => {
+            [f, l, c]
+                if c.chars().all(|x| x.is_ascii_digit())
+                    && l.chars().all(|x| x.is_ascii_digit()) =>
+            {
                 (f.to_string(), l.parse().unwrap_or(0))
             }
             [f, l, c] => (format!("{f}:{l}"), c.parse().unwrap_or(0)),
@@ -373,7 +385,8 @@ fn xla_truth(stderr: &str, script: &Path) -> Truth {
             // `main (tests/corpus/torch_xla/hf_gpt2.py:137)`
             let inside = f.rsplit_once('(')?.1.trim_end_matches(')');
             let (file, line) = inside.rsplit_once(':')?;
-            file.ends_with(&script_name).then(|| line.parse::<u32>().ok())?
+            file.ends_with(&script_name)
+                .then(|| line.parse::<u32>().ok())?
         })
     };
     let mut finish = |block: &Block, cause: &str, frames: &[String], step: &mut usize| match block {
@@ -543,7 +556,8 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
         .flatten()
         .copied()
         .collect();
-    let (with_truth, main_truth): (Vec<(&String, &u64)>, Vec<(&String, &u64)>) =
+    type Recompiled<'a> = Vec<(&'a String, &'a u64)>;
+    let (with_truth, main_truth): (Recompiled<'_>, Recompiled<'_>) =
         truth.recompiled.iter().partition(|(f, _)| {
             truth
                 .lines
@@ -568,8 +582,15 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
         truth.recompiled,
         truth.log
     );
-    for (f, at) in truth.lines.iter().filter(|(f, _)| main_truth.iter().any(|(m, _)| m == f)) {
-        let marked: BTreeSet<u32> = expected_recompiles.iter().flat_map(|c| lines_for(c)).collect();
+    for (f, at) in truth
+        .lines
+        .iter()
+        .filter(|(f, _)| main_truth.iter().any(|(m, _)| m == f))
+    {
+        let marked: BTreeSet<u32> = expected_recompiles
+            .iter()
+            .flat_map(|c| lines_for(c))
+            .collect();
         assert!(
             at.is_empty() || at.iter().any(|l| marked.contains(l)),
             "{label}: the frontend asked for {f} at lines {at:?}, none marked ({marked:?})"
@@ -586,7 +607,11 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
     }
 
     // Recompile findings: exactly the marked ones, with the frontend's count and a marked line.
-    let rec: Vec<_> = r.findings.iter().filter(|f| f.kind == "recompile").collect();
+    let rec: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == "recompile")
+        .collect();
     assert_eq!(
         rec.len(),
         expected_recompiles.len(),
@@ -636,7 +661,9 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
             .unwrap_or_else(|| panic!("{label}: {f} recompiled {n}× along with the main graph per the frontend, not so in the report\n{d}"));
         let main = companion.recompiled_with.as_deref().unwrap();
         assert!(
-            r.findings.iter().any(|x| x.kind == "recompile" && x.title.starts_with(main) && x.title.contains(&companion.graph)),
+            r.findings.iter().any(|x| x.kind == "recompile"
+                && x.title.starts_with(main)
+                && x.title.contains(&companion.graph)),
             "{label}: the finding for {main} does not name {}\n{d}",
             companion.graph
         );
@@ -655,7 +682,11 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
         let s = r
             .syncs
             .iter()
-            .find(|s| s.source.as_ref().is_some_and(|l| l.line == *line && l.file.ends_with(&format!("{}.py", script.name))))
+            .find(|s| {
+                s.source.as_ref().is_some_and(|l| {
+                    l.line == *line && l.file.ends_with(&format!("{}.py", script.name))
+                })
+            })
             .unwrap_or_else(|| panic!("{label}: no sync line at {line}\n{d}"));
         if let Some(n) = result_field(&result, "syncs") {
             assert_eq!(s.count, n, "{label}: syncs at line {line}\n{d}");

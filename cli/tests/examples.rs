@@ -495,7 +495,10 @@ fn torch_xla_step_index_slice_is_a_constant_change_at_the_slice_line() {
         &[("TPUSCOPE_XLA_DEBUG_ON_RECOMPILE", "0")],
         &dir.path().join("opted_out"),
     );
-    check(&opted_out, ex.marker("tpuscope-trigger", "constant_changed"));
+    check(
+        &opted_out,
+        ex.marker("tpuscope-trigger", "constant_changed"),
+    );
     // With it, the changed slice's metadata names the slice line.
     let debug = run_example(
         ex,

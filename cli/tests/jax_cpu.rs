@@ -128,3 +128,38 @@ fn jax_shapes_counts_match_an_independent_counter_and_output_is_unchanged() {
         m.package_versions
     );
 }
+
+/// `--out` naming a file that does not end in `.tps`: the trace is written there, and the run
+/// says so (it once reported "no trace was written" for it).
+#[test]
+fn a_file_out_without_the_tps_extension_is_the_trace() {
+    let py = venv_python("jax");
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("last-run");
+    let out = run_tpuscope(
+        &[
+            "run",
+            "--no-tui",
+            "--out",
+            target.to_str().unwrap(),
+            "--",
+            py.to_str().unwrap(),
+            repo_root()
+                .join("examples/jax/clean_loop.py")
+                .to_str()
+                .unwrap(),
+        ],
+        &[("TPUSCOPE_COLLECTOR", collector().to_str().unwrap())],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("no trace was written"), "{err}");
+    assert!(
+        err.contains(&format!("tpuscope: trace {}", target.display())),
+        "{err}"
+    );
+    let trace = tpuscope_core::read_trace_file(&target).unwrap();
+    assert_eq!(trace.completeness, tpuscope_core::Completeness::Complete);
+    assert!(count(&trace, "compile") > 0);
+}

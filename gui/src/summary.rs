@@ -90,7 +90,10 @@ fn header(ui: &mut egui::Ui, r: &Report) {
         plural(c.recompiles, "recompile", "recompiles"),
     );
     if c.warmup_recompiles > 0 {
-        line.push_str(&format!(" (+{} outside the steady state)", c.warmup_recompiles));
+        line.push_str(&format!(
+            " (+{} outside the steady state)",
+            c.warmup_recompiles
+        ));
     }
     line.push_str(&format!(
         " · {} · {}",

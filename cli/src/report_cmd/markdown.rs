@@ -232,7 +232,11 @@ fn recompiles(o: &mut String, r: &Report) {
     for f in &r.recompiles {
         let cause = match f.not_a_finding() {
             None => code(f.cause.as_str(), Ctx::Cell),
-            Some(why) => format!("{} ({})", code(f.cause.as_str(), Ctx::Cell), md(&why, Ctx::Cell)),
+            Some(why) => format!(
+                "{} ({})",
+                code(f.cause.as_str(), Ctx::Cell),
+                md(&why, Ctx::Cell)
+            ),
         };
         row(
             o,

@@ -435,7 +435,9 @@ fn family(o: &mut Out<'_>, f: &FamilyReport, many_runs: bool) {
         String::new()
     };
     let warmup = match (&f.recompiled_with, f.finding) {
-        (Some(w), _) => o.st.dim(&format!(" — recompiled with {w}: part of its finding")),
+        (Some(w), _) => {
+            o.st.dim(&format!(" — recompiled with {w}: part of its finding"))
+        }
         (None, true) => String::new(),
         (None, false) => o.st.dim(" — outside the steady state, not a finding"),
     };
