@@ -44,16 +44,15 @@ impl Script {
         std::fs::read_to_string(self.path()).unwrap()
     }
 
-    /// The cases its `CASES = (...)` line lists.
+    /// The cases its `CASES = (...)` tuple lists (on one line or several).
     fn cases(&self) -> Vec<String> {
         let text = self.text();
-        let line = text
-            .lines()
-            .find(|l| l.starts_with("CASES = ("))
-            .unwrap_or_else(|| panic!("{}: no `CASES = (...)` line", self.name));
-        line.trim_start_matches("CASES = (")
-            .trim_end_matches(')')
-            .split(',')
+        let start = text
+            .find("\nCASES = (")
+            .unwrap_or_else(|| panic!("{}: no `CASES = (...)`", self.name));
+        let body = &text[start + "\nCASES = (".len()..];
+        let body = &body[..body.find(')').unwrap_or(body.len())];
+        body.split(',')
             .map(|c| c.trim().trim_matches('"').to_string())
             .filter(|c| !c.is_empty())
             .collect()
@@ -454,6 +453,22 @@ fn xla_truth(stderr: &str, script: &Path) -> Truth {
     truth
 }
 
+/// torch_xla's `MarkStep` counter from the metrics report `truth_torch_xla.py` prints at exit.
+fn mark_steps(stderr: &str) -> u64 {
+    let mut lines = stderr.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() == "Counter: MarkStep" {
+            let v = lines.next().unwrap_or("");
+            return v
+                .trim()
+                .strip_prefix("Value: ")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("MarkStep counter: {v:?}"));
+        }
+    }
+    panic!("no `Counter: MarkStep` in torch_xla's metrics report:\n{stderr}");
+}
+
 /// TorchTPU (dynamo): `[__recompiles] Recompiling function NAME in FILE:LINE` per recompile.
 fn dynamo_truth(stderr: &str) -> Truth {
     let mut truth = Truth {
@@ -526,8 +541,12 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
     let r: Report = serde_json::from_slice(&out.stdout).unwrap();
     let d = dump(&r);
 
-    // Steps: as many as the script ran.
-    let steps = result_field(&result, "steps").expect("RESULT has no steps=");
+    // Steps: as the frontend counts them — torch_xla's `MarkStep` counter (every
+    // `torch_xla.sync()`, an evaluation's too); elsewhere the steps the script ran.
+    let steps = match env {
+        "torch_xla" => mark_steps(&bare.stderr),
+        _ => result_field(&result, "steps").expect("RESULT has no steps="),
+    };
     assert_eq!(r.steps.count, steps, "{label}: steps\n{d}");
 
     // The expected findings, from the markers of this case.
@@ -762,6 +781,8 @@ cases! {
     torch_xla_gpt2_item_logging: "torch_xla" "hf_gpt2" "item_logging";
     torch_xla_gpt2_python_int_index: "torch_xla" "hf_gpt2" "python_int_index";
     torch_xla_gpt2_python_float_scale: "torch_xla" "hf_gpt2" "python_float_scale";
+    torch_xla_gpt2_partial_batch: "torch_xla" "hf_gpt2" "partial_batch";
+    torch_xla_gpt2_eval_batch: "torch_xla" "hf_gpt2" "eval_batch";
     jax_flax_mlp_clean: "jax" "flax_linen_mlp" "clean";
     jax_flax_mlp_python_float_lr: "jax" "flax_linen_mlp" "python_float_lr";
     jax_flax_mlp_partial_batch: "jax" "flax_linen_mlp" "partial_batch";

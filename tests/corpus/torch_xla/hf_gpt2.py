@@ -35,6 +35,13 @@ Cases (`--case`):
   torch_xla then passes the two equal scalars as one parameter. The factors 0.2 ... 1.0 avoid
   that.)
 
+- `partial_batch`: three epochs over 60 sequences in batches of 8, the last batch of each
+  epoch kept with its 4 sequences (a `DataLoader` with `drop_last=False`): the step graph is
+  traced and compiled once more for the smaller batch, at the end of the first epoch.
+- `eval_batch`: every 8 steps, a validation pass under `torch.no_grad()` over 10 held-out
+  sequences in batches of 4, one `torch_xla.sync()` per batch as torch_xla's examples do: the
+  last batch has 2 sequences, so the evaluation graph is compiled for two batch sizes.
+
 Adjustments so that the clean case is clean on torch_xla with transformers 4.57:
 
 - no `attention_mask` when there is no padding (see `attn_mask`); with padding, a 4D mask or
@@ -52,7 +59,10 @@ import torch
 import torch_xla
 from transformers import GPT2Config, GPT2LMHeadModel
 
-CASES = ("clean", "attn_mask", "pad_longest", "item_logging", "python_int_index", "python_float_scale")
+CASES = (
+    "clean", "attn_mask", "pad_longest", "item_logging", "python_int_index", "python_float_scale",
+    "partial_batch", "eval_batch",
+)
 
 STEPS = 24
 INDEX_STEPS = 5
@@ -61,6 +71,13 @@ BATCH = 8
 SEQ_LEN = 32
 VOCAB = 256
 PAD_ID = 0
+# partial_batch: epochs over a data set that batches of BATCH do not divide.
+EPOCHS = 3
+DATASET = 60
+# eval_batch: a validation pass every EVAL_EVERY steps, in batches of EVAL_BATCH.
+EVAL_EVERY = 8
+EVAL_SEQS = 10
+EVAL_BATCH = 4
 # pad_longest: the longest sequence of each batch (the others are up to 7 tokens shorter).
 LONGEST = (32, 24, 16, 28, 20, 32, 24, 16, 28, 20, 32, 24, 16, 28, 20, 32, 24, 16, 28, 20, 32, 24, 16, 28)
 
@@ -70,6 +87,22 @@ def fixed_batches(gen, steps):
     stream = torch.randint(1, VOCAB, (steps * BATCH * SEQ_LEN,), generator=gen)
     for block in stream.view(steps, BATCH, SEQ_LEN):
         yield {"input_ids": block, "attention_mask": torch.ones_like(block), "labels": block.clone()}
+
+
+def epoch_batches(gen):
+    """EPOCHS passes over DATASET sequences in batches of BATCH, the last (partial) one kept."""
+    data = torch.randint(1, VOCAB, (DATASET, SEQ_LEN), generator=gen)
+    for _ in range(EPOCHS):
+        order = torch.randperm(DATASET, generator=gen)
+        for start in range(0, DATASET, BATCH):  # tpuscope[partial_batch]: shape_changed
+            block = data[order[start : start + BATCH]]
+            yield {"input_ids": block, "attention_mask": torch.ones_like(block), "labels": block.clone()}
+
+
+def eval_batches(gen):
+    """EVAL_SEQS held-out sequences in batches of EVAL_BATCH, the last one smaller."""
+    data = torch.randint(1, VOCAB, (EVAL_SEQS, SEQ_LEN), generator=gen)
+    return [data[i : i + EVAL_BATCH] for i in range(0, EVAL_SEQS, EVAL_BATCH)]  # tpuscope[eval_batch]: shape_changed
 
 
 def padded_batches(gen):
@@ -110,11 +143,15 @@ def main():
         # The data set is small: keep it on the device instead of copying a batch every step.
         data = torch.stack([b["input_ids"] for b in fixed_batches(gen, INDEX_STEPS)]).to(device)
         batches = range(INDEX_STEPS)
+    elif case == "partial_batch":
+        batches = epoch_batches(gen)
     else:
         batches = fixed_batches(gen, STEPS)
+    held_out = [b.to(device) for b in eval_batches(gen)] if case == "eval_batch" else []
 
     running = torch.zeros((), device=device)
-    steps = syncs = 0
+    eval_total = torch.zeros((), device=device)
+    steps = syncs = evals = 0
     print("tpuscope-corpus: loop start", file=sys.stderr, flush=True)
     for step, batch in enumerate(batches):
         if case == "python_int_index":
@@ -134,18 +171,28 @@ def main():
         opt.step()
         opt.zero_grad()
         running += loss.detach()
-        torch_xla.sync()  # tpuscope-trigger[pad_longest]: shape_changed  # tpuscope-trigger[python_int_index,python_float_scale]: constant_changed
+        torch_xla.sync()  # tpuscope-trigger[pad_longest,partial_batch]: shape_changed  # tpuscope-trigger[python_int_index,python_float_scale]: constant_changed
         steps += 1
+        if held_out and steps % EVAL_EVERY == 0:
+            with torch.no_grad():
+                for ids in held_out:
+                    eval_total += model(input_ids=ids, labels=ids).loss
+                    torch_xla.sync()  # tpuscope-trigger[eval_batch]: shape_changed
+                    evals += 1
     print("tpuscope-corpus: loop end", file=sys.stderr, flush=True)
 
     # One read from the device after the loop: per-parameter sums and the mean train loss.
-    sums = torch.stack([p.detach().sum() for p in model.parameters()] + [running / steps]).cpu().double()
-    checksum = sums[:-1].sum().item()
+    sums = torch.stack(
+        [p.detach().sum() for p in model.parameters()] + [eval_total / max(evals, 1), running / steps]
+    ).cpu().double()
+    checksum = sums[:-2].sum().item()
     extra = ""
     if case == "pad_longest":
         extra = f" shapes={len(set(LONGEST))}"
     elif case == "item_logging":
         extra = f" syncs={syncs}"
+    elif case == "eval_batch":
+        extra = f" evals={evals} eval_loss={sums[-2].item():.6f}"
     print(f"RESULT case={case} steps={steps} checksum={checksum:.9e} loss={sums[-1].item():.6f}{extra}")
 
 
