@@ -2,23 +2,26 @@
 # The collector overhead benchmark: builds the release collector, runs every part, prints a table
 # with PASS/MISS against the targets and saves it as JSON (target/bench/collector.json).
 #   scripts/bench.sh [--rounds N] [--steps N] [--skip-hooks] [--skip-capture] [--skip-steps]
-#                    [--skip-analyze | --analyze-only]
+#                    [--skip-analyze | --analyze-only] [--skip-xla]
 # First, the analysis throughput: analyzers/benches/analyze.rs (read_trace, report::analyze, and
 # the two in sequence, on a generated 100 MB training trace, one core; PASS/FAIL of the sequence
 # against 100 MB/s and 1 M events/s), saved as text (target/bench/analyze.txt). It needs no
 # Python env.
 # Parts: collector/benches/hooks.rs (ns added per hooked call, execute cost, writer ceiling),
 # scripts/bench/capture.py (cost per captured Python stack), scripts/bench/jax_step.py (step-time
-# ratio of a jitted JAX loop with and without the collector). Speed targets are ratios and
+# ratio of a jitted JAX loop with and without the collector), scripts/bench/xla_ir_debug.py (the
+# per-step tracing cost of torch_xla's IR debug, which the agent switches on while a graph keeps
+# recompiling). Speed targets are ratios and
 # differences measured within one run; a miss is reported, never an error exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-analyze=1 analyze_only=0 rest=()
+analyze=1 analyze_only=0 xla=1 rest=()
 for a in "$@"; do
   case "$a" in
     --skip-analyze) analyze=0 ;;
     --analyze-only) analyze_only=1 ;;
+    --skip-xla) xla=0 ;;
     *) rest+=("$a") ;;
   esac
 done
@@ -39,6 +42,15 @@ if [ "$analyze" = 1 ]; then
     | tee target/bench/gui.txt
 fi
 if [ "$analyze_only" = 1 ]; then exit 0; fi
+if [ "$xla" = 1 ]; then
+  # What the agent's IR-debug switch (on while a torch_xla graph keeps recompiling) costs a step.
+  xla_python="$(scripts/env-path.sh torch_xla)" \
+    || { echo "bench: run scripts/setup-envs.sh torch_xla first (or --skip-xla)" >&2; exit 1; }
+  echo "== torch_xla: tracing cost per step with IR debug on vs off" >&2
+  mkdir -p target/bench
+  PJRT_DEVICE=CPU HF_HUB_OFFLINE=1 "$xla_python" scripts/bench/xla_ir_debug.py \
+    --json target/bench/xla_ir_debug.json | tee target/bench/xla_ir_debug.txt
+fi
 python="$(scripts/env-path.sh jax)" || { echo "bench: run scripts/setup-envs.sh jax first" >&2; exit 1; }
 plugin="${TPUSCOPE_TEST_CPU_PLUGIN:-$("$python" -c 'import lammps_jax_pjrt_cpu as m, os; print(os.path.join(os.path.dirname(m.__file__), "pjrt_c_api_cpu_plugin.so"))')}"
 [ -f "$plugin" ] || { echo "bench: CPU plugin not found at $plugin" >&2; exit 1; }
