@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use tpuscope_analyzers::phases::Phase;
 use tpuscope_analyzers::report::{Budget, Input, Report, analyze, apply_budgets, compare_baseline};
 use tpuscope_analyzers::{BudgetKey, Cause};
 use tpuscope_core::event::*;
@@ -58,6 +59,11 @@ impl Run {
     }
 
     fn compile(&mut self, t: u64, name: &str, hlo: &[u8], exe: u64, line: u32) {
+        self.compile_for(t, name, hlo, exe, line, 5 * MS);
+    }
+
+    /// A compile of `dur` of a graph the user's `line` called.
+    fn compile_for(&mut self, t: u64, name: &str, hlo: &[u8], exe: u64, line: u32, dur: u64) {
         let h = self
             .w
             .put_blob("optimized", "hlo_with_config", hlo)
@@ -66,7 +72,7 @@ impl Run {
         self.w
             .write(&Record::Compile(Box::new(Compile {
                 t_ns: t,
-                dur_ns: 5 * MS,
+                dur_ns: dur,
                 api: "PJRT_Client_Compile".into(),
                 program_format: "mlir".into(),
                 program_hash: h ^ 1,
@@ -87,6 +93,67 @@ impl Run {
                 num_devices: 1,
                 ..Default::default()
             })))
+            .unwrap();
+    }
+
+    /// A compile of `dur` asked for by an eager op (JAX's `apply_primitive`) that flax's
+    /// initializers ran from the user's `line`.
+    fn op_compile(&mut self, t: u64, name: &str, hlo: &[u8], exe: u64, line: u32, dur: u64) {
+        let h = self
+            .w
+            .put_blob("optimized", "hlo_with_config", hlo)
+            .unwrap();
+        let stack = self
+            .w
+            .intern_stack(&[
+                frame(JAX_FRAME, 10, "cache_miss"),
+                frame(
+                    "/venv/lib/python3.11/site-packages/jax/_src/dispatch.py",
+                    88,
+                    "apply_primitive",
+                ),
+                frame(
+                    "/venv/lib/python3.11/site-packages/jax/_src/nn/initializers.py",
+                    300,
+                    "init",
+                ),
+                frame(
+                    "/venv/lib/python3.11/site-packages/flax/core/scope.py",
+                    983,
+                    "Scope.param",
+                ),
+                frame("/home/me/train.py", line, "main"),
+            ])
+            .unwrap();
+        self.w
+            .write(&Record::Compile(Box::new(Compile {
+                t_ns: t,
+                dur_ns: dur,
+                api: "PJRT_Client_Compile".into(),
+                program_format: "mlir".into(),
+                program_hash: h ^ 1,
+                options_hash: 7,
+                executable_name: name.into(),
+                optimized_hash: h,
+                optimized_format: "hlo_with_config".into(),
+                stack,
+                executable_id: exe,
+                num_outputs: 1,
+                num_devices: 1,
+                ..Default::default()
+            })))
+            .unwrap();
+    }
+
+    fn execute_for(&mut self, t: u64, exe: u64, dur: u64) {
+        self.w
+            .write(&Record::Execute(Execute {
+                t_ns: t,
+                dur_ns: dur,
+                executable_id: exe,
+                num_devices: 1,
+                ..Default::default()
+            }))
             .unwrap();
     }
 
@@ -551,4 +618,136 @@ fn processes_of_one_multi_process_pjrt_client_are_hosts_of_one_job_without_a_job
     // Two traces of the same process index: successive runs too.
     let again = mk(0, 1_001 * MS);
     assert_eq!(report(&[&h0, &again]).runs.assumed, "successive_runs");
+}
+
+/// Set-up as flax runs it: dozens of eager ops (each compiled once per shape, some executed more
+/// often than the loop's step) before a loop of one jitted step.
+fn flax_like(setup_compile_ms: u64, steps: u64) -> Trace {
+    let mut r = Run::new("", 0, 1);
+    let mut t = 10 * MS;
+    // 12 eager ops from one user line (the model's init), each compile setup_compile_ms / 12.
+    for k in 0..12u64 {
+        let which = if k % 2 == 0 { "0.1" } else { "0.05" };
+        r.op_compile(
+            t,
+            "jit_broadcast_in_dim",
+            &lr(which),
+            100 + k,
+            14,
+            setup_compile_ms * MS / 12,
+        );
+        t += setup_compile_ms * MS / 12 + MS;
+        // Cheap, and launched more often than the step will be.
+        for _ in 0..(steps + 5) {
+            r.execute_for(t, 100 + k, 10_000);
+            t += 20_000;
+        }
+    }
+    r.compile(t, "jit_train_step", &lr("0.1"), 1, 30);
+    t += 10 * MS;
+    for _ in 0..steps {
+        r.execute_for(t, 1, 2 * MS);
+        t += 10 * MS;
+    }
+    r.finish(t)
+}
+
+#[test]
+fn eager_ops_of_set_up_are_grouped_by_line_not_recompiles_and_steps_come_from_the_step() {
+    let t = flax_like(600, 20);
+    let rep = report(&[&t]);
+    // Twelve compiles of one op name with two programs: distinct eager programs, not a family.
+    assert!(rep.recompiles.is_empty(), "{:#?}", rep.recompiles);
+    assert_eq!(rep.compiles.op_compiles, 12);
+    assert_eq!(rep.compiles.families, 1);
+    assert!(rep.findings.is_empty(), "{:#?}", rep.findings);
+    // The step's graph, not the op launched more often.
+    assert_eq!(rep.steps.count, 20);
+    assert!(
+        rep.steps.detected_by.contains("jit_train_step"),
+        "{}",
+        rep.steps.detected_by
+    );
+    let setup = rep.phases.iter().find(|p| p.phase == Phase::Setup).unwrap();
+    assert_eq!(setup.op_compiles, 12);
+    assert_eq!(setup.op_sites.len(), 1);
+    let site = &setup.op_sites[0];
+    assert_eq!(site.source.as_ref().unwrap().line, 14);
+    assert!(
+        site.library
+            .as_ref()
+            .unwrap()
+            .file
+            .ends_with("flax/core/scope.py")
+    );
+    // Stated, finding or not.
+    assert!(rep.compiles.setup_compile_ms >= 600.0, "{:?}", rep.compiles);
+    assert!(rep.compiles.setup_compile_share > 0.3, "{:?}", rep.compiles);
+}
+
+#[test]
+fn set_up_compiles_are_a_finding_only_past_both_thresholds() {
+    // 40 s of compiling in a ~41 s run: a finding, with the fix for eager init.
+    let t = flax_like(40_000, 20);
+    let rep = report(&[&t]);
+    let f: Vec<_> = rep
+        .findings
+        .iter()
+        .filter(|f| f.kind == "setup_compile")
+        .collect();
+    assert_eq!(f.len(), 1, "{:#?}", rep.findings);
+    assert!(
+        f[0].suggestion.contains("jax.jit(model.init)"),
+        "{}",
+        f[0].suggestion
+    );
+    // 40 s of set-up compiles in a run whose loop takes far longer: under 20 %, not a finding.
+    let t = flax_like(40_000, 30_000);
+    let rep = report(&[&t]);
+    assert!(
+        rep.findings.iter().all(|f| f.kind != "setup_compile"),
+        "{:#?}",
+        rep.findings
+    );
+    assert!(rep.compiles.setup_compile_share < 0.2, "{:?}", rep.compiles);
+}
+
+#[test]
+fn graphs_recompiling_in_the_same_steps_for_the_same_cause_are_one_finding() {
+    let mut r = Run::new("", 0, 1);
+    r.compile_for(MS, "jit_fwd", &lr("0.1"), 1, 30, 50 * MS);
+    r.compile_for(2 * MS, "jit_bwd", &lr("0.1"), 2, 30, 20 * MS);
+    let (mut fwd, mut bwd) = (1, 2);
+    for s in 0..10u64 {
+        let t = 100 * MS + s * 10 * MS;
+        if s == 5 || s == 7 {
+            fwd += 10;
+            bwd += 10;
+            let which = if s == 5 { "0.05" } else { "0.1" };
+            r.compile_for(t - 2 * MS, "jit_fwd", &lr(which), fwd, 30, 50 * MS);
+            r.compile_for(t - MS, "jit_bwd", &lr(which), bwd, 30, 20 * MS);
+        }
+        r.execute_for(t, fwd, 3 * MS);
+        r.execute_for(t + 4 * MS, bwd, 2 * MS);
+    }
+    let t = r.finish(300 * MS);
+    let rep = report(&[&t]);
+    let rec: Vec<_> = rep
+        .findings
+        .iter()
+        .filter(|f| f.kind == "recompile")
+        .collect();
+    assert_eq!(rec.len(), 1, "{:#?}", rep.findings);
+    // The costlier graph carries it and names the other.
+    assert!(rec[0].title.starts_with("jit_fwd"), "{}", rec[0].title);
+    assert!(rec[0].title.contains("jit_bwd 3×"), "{}", rec[0].title);
+    let bwd = rep
+        .recompiles
+        .iter()
+        .find(|f| f.graph == "jit_bwd")
+        .unwrap();
+    assert!(!bwd.finding);
+    assert_eq!(bwd.recompiled_with.as_deref(), Some("jit_fwd"));
+    // Both count as recompiles.
+    assert_eq!(rep.compiles.recompiles, 4);
 }

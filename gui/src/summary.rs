@@ -82,8 +82,13 @@ fn header(ui: &mut egui::Ui, r: &Report) {
     }
     let c = &r.compiles;
     let syncs: u64 = r.syncs.iter().map(|s| s.count).sum();
+    let ops = if c.op_compiles > 0 {
+        format!(" + {}", plural(c.op_compiles, "eager op", "eager ops"))
+    } else {
+        String::new()
+    };
     let mut line = format!(
-        "{} ({:.0} ms) of {} · {}",
+        "{} ({:.0} ms) of {}{ops} · {}",
         plural(c.total, "compile", "compiles"),
         c.compile_ms,
         plural(c.families, "graph", "graphs"),
