@@ -467,7 +467,7 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         let first_family = report.recompiles.len();
         report_families(&mut report, trace, &compiles, &fams, &steps);
         merge_co_recompiles(&mut report.recompiles[first_family..]);
-        let recompile_steps = recompile_steps(&fams, &compiles, &steps);
+        let recompile_steps = recompile_steps(&report.recompiles[first_family..]);
         report
             .phases
             .extend(phase_reports(run, &compiles, &steps, &recompile_steps));
@@ -756,29 +756,16 @@ fn steady(steps: &Steps, t: u64) -> bool {
     steps.phase_at(t).is_none_or(|p| p == Phase::Steady)
 }
 
-/// The steps in which each family recompiled in the steady state.
-fn recompile_steps(
-    fams: &[Family],
-    compiles: &[CompileView],
-    steps: &Steps,
-) -> Vec<(String, BTreeSet<usize>)> {
+/// The steps in which each family of a run recompiled in the steady state, widened by one: a
+/// graph compiles before the launch that starts its step, so the ops that come with it compile
+/// in that step or the one before.
+fn recompile_steps(fams: &[FamilyReport]) -> Vec<(String, BTreeSet<usize>)> {
     fams.iter()
-        .filter(|f| f.members.len() > 1)
+        .filter(|f| !f.steady_steps.is_empty())
         .map(|f| {
-            let at: BTreeSet<usize> = f
-                .members
-                .iter()
-                .skip(1)
-                .map(|m| compiles[m.compile].at_ns)
-                .filter(|&t| steps.phase_at(t) == Some(Phase::Steady))
-                .filter_map(|t| steps.step_at(t))
-                // A graph compiles before the launch that starts its step: the ops that come
-                // with it compile in that step or the one before.
-                .flat_map(|i| [i, i + 1])
-                .collect();
+            let at = f.steady_steps.iter().flat_map(|&i| [i, i + 1]).collect();
             (f.graph.clone(), at)
         })
-        .filter(|(_, at)| !at.is_empty())
         .collect()
 }
 

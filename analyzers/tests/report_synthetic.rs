@@ -64,11 +64,23 @@ impl Run {
 
     /// A compile of `dur` of a graph the user's `line` called.
     fn compile_for(&mut self, t: u64, name: &str, hlo: &[u8], exe: u64, line: u32, dur: u64) {
+        let stack = self.stack(line);
+        self.compile_with_stack(t, name, hlo, exe, stack, dur);
+    }
+
+    fn compile_with_stack(
+        &mut self,
+        t: u64,
+        name: &str,
+        hlo: &[u8],
+        exe: u64,
+        stack: u32,
+        dur: u64,
+    ) {
         let h = self
             .w
             .put_blob("optimized", "hlo_with_config", hlo)
             .unwrap();
-        let stack = self.stack(line);
         self.w
             .write(&Record::Compile(Box::new(Compile {
                 t_ns: t,
@@ -99,10 +111,6 @@ impl Run {
     /// A compile of `dur` asked for by an eager op (JAX's `apply_primitive`) that flax's
     /// initializers ran from the user's `line`.
     fn op_compile(&mut self, t: u64, name: &str, hlo: &[u8], exe: u64, line: u32, dur: u64) {
-        let h = self
-            .w
-            .put_blob("optimized", "hlo_with_config", hlo)
-            .unwrap();
         let stack = self
             .w
             .intern_stack(&[
@@ -125,24 +133,7 @@ impl Run {
                 frame("/home/me/train.py", line, "main"),
             ])
             .unwrap();
-        self.w
-            .write(&Record::Compile(Box::new(Compile {
-                t_ns: t,
-                dur_ns: dur,
-                api: "PJRT_Client_Compile".into(),
-                program_format: "mlir".into(),
-                program_hash: h ^ 1,
-                options_hash: 7,
-                executable_name: name.into(),
-                optimized_hash: h,
-                optimized_format: "hlo_with_config".into(),
-                stack,
-                executable_id: exe,
-                num_outputs: 1,
-                num_devices: 1,
-                ..Default::default()
-            })))
-            .unwrap();
+        self.compile_with_stack(t, name, hlo, exe, stack, dur);
     }
 
     fn execute_for(&mut self, t: u64, exe: u64, dur: u64) {

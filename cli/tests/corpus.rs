@@ -140,6 +140,35 @@ fn command(script: &Script, case: &str, dir: &Path) -> Command {
     c
 }
 
+/// `tpuscope run` of a case (through `wrapper` when given), traces to `out`, in `dir`.
+fn tpuscope_command(
+    script: &Script,
+    case: &str,
+    dir: &Path,
+    out: &Path,
+    wrapper: Option<&Path>,
+) -> Command {
+    let mut c = Command::new(tpuscope());
+    c.args(["run", "--no-tui", "--quiet", "--out"])
+        .arg(out)
+        .arg("--")
+        .arg(venv_python(script.env));
+    if let Some(w) = wrapper {
+        c.arg(w);
+    }
+    c.arg(script.path())
+        .args(["--case", case])
+        .current_dir(dir)
+        .env("TPUSCOPE_COLLECTOR", collector());
+    for k in SCRUBBED_ENV {
+        c.env_remove(k);
+    }
+    c.env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .env("TORCHINDUCTOR_CACHE_DIR", dir.join("inductor"));
+    c
+}
+
 /// The bare run, with the frontend's own diagnostics on: the truth.
 fn bare_run(script: &Script, case: &str, dir: &Path) -> RunOut {
     let dir = dir.join("bare");
@@ -165,26 +194,11 @@ fn bare_run(script: &Script, case: &str, dir: &Path) -> RunOut {
             } else {
                 (&[("TORCH_LOGS", "recompiles,graph_breaks")], false)
             };
-            let mut c = Command::new(tpuscope());
-            c.args(["run", "--no-tui", "--quiet", "--out"])
-                .arg(&dir)
-                .arg("--")
-                .arg(venv_python(script.env));
-            if truth_wrapper {
-                // Prints torch_xla's metrics report at exit.
-                c.arg(repo_root().join("tests/corpus/truth_torch_xla.py"));
-            }
-            c.arg(script.path())
-                .args(["--case", case])
-                .current_dir(&dir)
-                .env("TPUSCOPE_COLLECTOR", collector());
-            for k in SCRUBBED_ENV {
-                c.env_remove(k);
-            }
-            c.env("TPUSCOPE_ENABLE", "0")
-                .env("HF_HUB_OFFLINE", "1")
-                .env("TRANSFORMERS_OFFLINE", "1")
-                .env("TORCHINDUCTOR_CACHE_DIR", dir.join("inductor"));
+            // truth_torch_xla.py prints torch_xla's metrics report at exit.
+            let wrapper =
+                truth_wrapper.then(|| repo_root().join("tests/corpus/truth_torch_xla.py"));
+            let mut c = tpuscope_command(script, case, &dir, &dir, wrapper.as_deref());
+            c.env("TPUSCOPE_ENABLE", "0");
             for (k, v) in diag {
                 c.env(k, v);
             }
@@ -211,24 +225,7 @@ fn tpuscope_run(script: &Script, case: &str, dir: &Path) -> RunOut {
     let dir = dir.join("tpuscope");
     let out_dir = dir.join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let mut c = Command::new(tpuscope());
-    c.args(["run", "--no-tui", "--quiet", "--out"])
-        .arg(&out_dir)
-        .arg("--")
-        .arg(venv_python(script.env))
-        .arg(script.path())
-        .args(["--case", case])
-        .current_dir(&dir)
-        .env("TPUSCOPE_COLLECTOR", collector())
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_OFFLINE", "1")
-        .env("TORCHINDUCTOR_CACHE_DIR", dir.join("inductor"));
-    for k in SCRUBBED_ENV
-        .iter()
-        .filter(|k| **k != "TORCHINDUCTOR_CACHE_DIR")
-    {
-        c.env_remove(k);
-    }
+    let mut c = tpuscope_command(script, case, &dir, &out_dir, None);
     let out = c.output().unwrap();
     assert!(
         out.status.success(),
