@@ -742,3 +742,63 @@ fn graphs_recompiling_in_the_same_steps_for_the_same_cause_are_one_finding() {
     // Both count as recompiles.
     assert_eq!(rep.compiles.recompiles, 4);
 }
+
+#[test]
+fn eager_ops_that_keep_compiling_in_the_loop_are_a_finding_unless_a_graph_explains_them() {
+    // An eager op at line 40 compiles for a new shape in steps 4, 6 and 8 of the loop (a growing
+    // Python list stacked every other step, say), while the step's graph never recompiles.
+    let build = |recompile_graph: bool| {
+        let mut r = Run::new("", 0, 1);
+        r.compile(MS, "jit_train_step", &lr("0.1"), 1, 30);
+        let mut graph = 1;
+        let mut op = 100;
+        for s in 0..12u64 {
+            let t = 100 * MS + s * 10 * MS;
+            let new_shape = s >= 4 && s <= 8 && s % 2 == 0;
+            if new_shape && recompile_graph {
+                graph += 1;
+                let which = if graph % 2 == 0 { "0.05" } else { "0.1" };
+                r.compile(t - 2 * MS, "jit_train_step", &lr(which), graph, 30);
+            }
+            r.execute_for(t, graph, 3 * MS);
+            if new_shape || s == 0 {
+                op += 1;
+                r.op_compile(t + 4 * MS, "jit_stack", &lr("0.1"), op, 40, MS);
+            }
+            r.execute_for(t + 6 * MS, op, 10_000);
+        }
+        r.finish(300 * MS)
+    };
+    let rep = report(&[&build(false)]);
+    let f: Vec<_> = rep
+        .findings
+        .iter()
+        .filter(|f| f.kind == "recompile")
+        .collect();
+    assert_eq!(f.len(), 1, "{:#?}", rep.findings);
+    assert!(
+        f[0].title.starts_with("eager ops at me/train.py:40"),
+        "{}",
+        f[0].title
+    );
+    assert_eq!(f[0].source.as_ref().unwrap().line, 40);
+    // The same op compiles, but each time with a recompile of the step's graph for the same
+    // steps: that graph's finding says it, once.
+    let rep = report(&[&build(true)]);
+    let f: Vec<_> = rep
+        .findings
+        .iter()
+        .filter(|f| f.kind == "recompile")
+        .collect();
+    assert_eq!(f.len(), 1, "{:#?}", rep.findings);
+    assert!(f[0].title.starts_with("jit_train_step"), "{}", f[0].title);
+    let steady = rep
+        .phases
+        .iter()
+        .find(|p| p.phase == Phase::Steady)
+        .unwrap();
+    assert_eq!(
+        steady.op_sites[0].explained_by.as_deref(),
+        Some("jit_train_step")
+    );
+}
