@@ -754,7 +754,7 @@ fn eager_ops_that_keep_compiling_in_the_loop_are_a_finding_unless_a_graph_explai
         let mut op = 100;
         for s in 0..12u64 {
             let t = 100 * MS + s * 10 * MS;
-            let new_shape = s >= 4 && s <= 8 && s % 2 == 0;
+            let new_shape = (4..=8).contains(&s) && s % 2 == 0;
             if new_shape && recompile_graph {
                 graph += 1;
                 let which = if graph % 2 == 0 { "0.05" } else { "0.1" };
