@@ -22,7 +22,8 @@ pub struct CompileView {
     pub t_ns: u64,
     /// Where the compile belongs in the run: the first launch of what it compiled (else its own
     /// start). TorchTPU compiles on a thread that runs ahead of the one that launches, so a
-    /// compile's own time can fall steps before the program is needed; the launch cannot.
+    /// compile's own time can fall steps before the program is needed; the launch cannot. (The
+    /// report uses the compile's own time when steps are cut at markers: see `report::analyze`.)
     pub at_ns: u64,
     pub dur_ns: u64,
     pub name: String,

@@ -452,11 +452,19 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
     for (run, (&i, trace)) in order.iter().zip(&traces).enumerate() {
         report.traces.push(trace_info(run, &inputs[i].path, trace));
         warnings(&mut report.warnings, &inputs[i].path, trace);
-        let compiles = families::compiles(trace, run);
+        let mut compiles = families::compiles(trace, run);
         let (syncs, waits) = syncs::host_syncs(trace, run);
         report.runtime_waits += waits;
         let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
         let steps = steps::steps(trace, &sync_times);
+        if matches!(steps.source, StepSource::Marker { .. }) {
+            // Markers are recorded by the thread that compiles (torch_xla compiles inside its
+            // `sync()`), while launches may come later from a worker thread: steps cut at
+            // markers place a compile by its own time.
+            for c in &mut compiles {
+                c.at_ns = c.t_ns;
+            }
+        }
         report.hbm.extend(hbm::devices(trace, run, &steps));
         report.compiled_memory.extend(hbm::executables(trace, run));
         if report.oom.is_none() {

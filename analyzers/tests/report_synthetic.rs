@@ -802,3 +802,36 @@ fn eager_ops_that_keep_compiling_in_the_loop_are_a_finding_unless_a_graph_explai
         Some("jit_train_step")
     );
 }
+
+#[test]
+fn with_step_markers_a_compile_belongs_to_the_step_it_ran_in_not_to_its_later_launch() {
+    // torch_xla: the second step's graph compiles inside its `sync()` (before the marker), and
+    // a worker thread may launch it just after the marker: still warm-up, not a recompile of the
+    // steady state.
+    let mut r = Run::new("", 0, 1);
+    let marker = |r: &mut Run, t: u64, n: u64| {
+        r.write(Record::Step(Step {
+            t_ns: t,
+            marker: "torch_xla.sync".into(),
+            number: n,
+            ..Default::default()
+        }))
+    };
+    r.compile(10 * MS, "SyncTensorsGraph.1", &lr("0.1"), 1, 30);
+    r.execute(15 * MS, 1);
+    marker(&mut r, 16 * MS, 1);
+    r.compile(20 * MS, "SyncTensorsGraph.2", &lr("0.05"), 2, 30);
+    marker(&mut r, 26 * MS, 2);
+    r.execute(26 * MS + 50_000, 2);
+    for s in 3..12u64 {
+        let t = 20 * MS + s * 10 * MS;
+        marker(&mut r, t, s);
+        r.execute(t + 50_000, 2);
+    }
+    let t = r.finish(200 * MS);
+    let rep = report(&[&t]);
+    assert_eq!(rep.steps.detected_by, "marker torch_xla.sync");
+    assert_eq!(rep.recompiles.len(), 1, "{:#?}", rep.recompiles);
+    assert!(!rep.recompiles[0].finding, "{:#?}", rep.recompiles);
+    assert!(rep.findings.is_empty(), "{:#?}", rep.findings);
+}
