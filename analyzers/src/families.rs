@@ -202,8 +202,18 @@ pub struct Family {
 impl Family {
     /// The cause of most members after the first (ties: the earliest seen).
     pub fn cause(&self) -> Option<Cause> {
+        self.cause_among(|_| true)
+    }
+
+    /// The cause of most of the members `keep` selects (ties: the earliest seen).
+    pub fn cause_among(&self, keep: impl Fn(&Member) -> bool) -> Option<Cause> {
         let mut counts: Vec<(Cause, usize)> = Vec::new();
-        for d in self.members.iter().filter_map(|m| m.diff.as_ref()) {
+        for d in self
+            .members
+            .iter()
+            .filter(|m| keep(m))
+            .filter_map(|m| m.diff.as_ref())
+        {
             match counts.iter_mut().find(|(c, _)| *c == d.cause) {
                 Some((_, n)) => *n += 1,
                 None => counts.push((d.cause, 1)),

@@ -66,8 +66,10 @@ pub fn known(lib: &SourceLoc, torch: bool) -> Option<&'static KnownRead> {
         .find(|e| {
             lib.file.ends_with(e.file)
                 // Python 3.11+ reports qualified names (`Mixin.method`).
-                && (lib.function == e.function
-                    || lib.function.ends_with(&format!(".{}", e.function)))
+                && lib
+                    .function
+                    .strip_suffix(e.function)
+                    .is_some_and(|qualifier| qualifier.is_empty() || qualifier.ends_with('.'))
                 && e.torch.is_none_or(|t| t == torch)
         })
         .map(|e| &e.read)

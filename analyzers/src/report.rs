@@ -642,26 +642,8 @@ fn report_families(
         }
         // What the recompiles that matter (those in the steady state) say, rather than the
         // loop's warm-up members.
-        let steady_cause = {
-            let mut counts: Vec<(Cause, usize)> = Vec::new();
-            for d in f
-                .members
-                .iter()
-                .skip(1)
-                .filter(|m| steady(steps, compiles[m.compile].at_ns))
-                .filter_map(|m| m.diff.as_ref())
-            {
-                match counts.iter_mut().find(|(c, _)| *c == d.cause) {
-                    Some((_, n)) => *n += 1,
-                    None => counts.push((d.cause, 1)),
-                }
-            }
-            let best = counts.iter().map(|(_, n)| *n).max();
-            counts
-                .iter()
-                .find(|(_, n)| Some(*n) == best)
-                .map(|(c, _)| *c)
-        };
+        let steady_cause =
+            f.cause_among(|m| m.against.is_some() && steady(steps, compiles[m.compile].at_ns));
         let Some(cause) = steady_cause.or_else(|| f.cause()) else {
             continue;
         };

@@ -169,19 +169,17 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
                 markers.entry(s.marker.as_str()).or_default().push(s.t_ns);
             }
             Record::Execute(e) => {
-                let key = info.get(&e.executable_id).map_or(("", None, 0), |i| {
+                let exe = info.get(&e.executable_id);
+                let key = exe.map_or(("", None, 0), |i| {
                     (i.graph.as_str(), i.site.as_ref(), i.num_outputs)
                 });
                 let g = groups.entry(key).or_default();
-                if g.times.is_empty() || !g.seen.contains(&e.executable_id) {
-                    g.seen.insert(e.executable_id);
-                    g.compile_ns += info.get(&e.executable_id).map_or(0, |i| i.compile_ns);
+                if g.seen.insert(e.executable_id) {
+                    g.compile_ns += exe.map_or(0, |i| i.compile_ns);
+                    g.graph_origin = exe.is_none_or(|i| i.origin == Origin::Graph);
                 }
                 g.times.push(e.t_ns);
                 g.busy_ns += e.dur_ns;
-                g.graph_origin = info
-                    .get(&e.executable_id)
-                    .is_none_or(|i| i.origin == Origin::Graph);
                 if e.completion_tracked {
                     pending.insert(e.seq, (key, e.t_ns, e.dur_ns));
                 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tpuscope_analyzers::phases::Phase;
-use tpuscope_analyzers::report::{Budget, Input, Report, analyze, apply_budgets, compare_baseline};
+use tpuscope_analyzers::report::{
+    Budget, Finding, Input, Report, analyze, apply_budgets, compare_baseline,
+};
 use tpuscope_analyzers::{BudgetKey, Cause};
 use tpuscope_core::event::*;
 use tpuscope_core::{RawFrame, Record, Trace, TraceWriter, read_trace};
@@ -228,6 +230,11 @@ fn lr(which: &str) -> Vec<u8> {
     hlo(&format!(
         "jax_lr_cpu_lr{which}.optimized.hlo_with_config.pb"
     ))
+}
+
+/// The findings of one kind.
+fn findings_of<'a>(rep: &'a Report, kind: &str) -> Vec<&'a Finding> {
+    rep.findings.iter().filter(|f| f.kind == kind).collect()
 }
 
 fn report(traces: &[&Trace]) -> Report {
@@ -681,11 +688,7 @@ fn set_up_compiles_are_a_finding_only_past_both_thresholds() {
     // 40 s of compiling in a ~41 s run: a finding, with the fix for eager init.
     let t = flax_like(40_000, 20);
     let rep = report(&[&t]);
-    let f: Vec<_> = rep
-        .findings
-        .iter()
-        .filter(|f| f.kind == "setup_compile")
-        .collect();
+    let f = findings_of(&rep, "setup_compile");
     assert_eq!(f.len(), 1, "{:#?}", rep.findings);
     assert!(
         f[0].suggestion.contains("jax.jit(model.init)"),
@@ -723,11 +726,7 @@ fn graphs_recompiling_in_the_same_steps_for_the_same_cause_are_one_finding() {
     }
     let t = r.finish(300 * MS);
     let rep = report(&[&t]);
-    let rec: Vec<_> = rep
-        .findings
-        .iter()
-        .filter(|f| f.kind == "recompile")
-        .collect();
+    let rec = findings_of(&rep, "recompile");
     assert_eq!(rec.len(), 1, "{:#?}", rep.findings);
     // The costlier graph carries it and names the other.
     assert!(rec[0].title.starts_with("jit_fwd"), "{}", rec[0].title);
@@ -770,11 +769,7 @@ fn eager_ops_that_keep_compiling_in_the_loop_are_a_finding_unless_a_graph_explai
         r.finish(300 * MS)
     };
     let rep = report(&[&build(false)]);
-    let f: Vec<_> = rep
-        .findings
-        .iter()
-        .filter(|f| f.kind == "recompile")
-        .collect();
+    let f = findings_of(&rep, "recompile");
     assert_eq!(f.len(), 1, "{:#?}", rep.findings);
     assert!(
         f[0].title.starts_with("eager ops at me/train.py:40"),
@@ -785,11 +780,7 @@ fn eager_ops_that_keep_compiling_in_the_loop_are_a_finding_unless_a_graph_explai
     // The same op compiles, but each time with a recompile of the step's graph for the same
     // steps: that graph's finding says it, once.
     let rep = report(&[&build(true)]);
-    let f: Vec<_> = rep
-        .findings
-        .iter()
-        .filter(|f| f.kind == "recompile")
-        .collect();
+    let f = findings_of(&rep, "recompile");
     assert_eq!(f.len(), 1, "{:#?}", rep.findings);
     assert!(f[0].title.starts_with("jit_train_step"), "{}", f[0].title);
     let steady = rep
