@@ -549,6 +549,41 @@ pub struct End {
     pub dropped_total: u64,
 }
 
+/// A count of records of one kind (by its [`RecordKind::name`]).
+#[derive(Clone, PartialEq, Eq, Message)]
+pub struct KindCount {
+    #[prost(string, tag = "1")]
+    pub kind: String,
+    #[prost(uint64, tag = "2")]
+    pub count: u64,
+}
+
+/// Recording stopped before the process ended (the trace file hit the file size limit, the disk
+/// filled up, the writer failed): nothing after `t_ns` is recorded, the process kept running.
+/// Written when recording stops (`not_recorded` empty) and again at exit, just before `End`, with
+/// what was not recorded; a reader takes the last one.
+#[derive(Clone, PartialEq, Eq, Message)]
+pub struct RecordingStopped {
+    #[prost(uint64, tag = "1")]
+    pub t_ns: u64,
+    /// Why, in words (`file size limit (ulimit -f) of 262144 bytes reached`, an OS error).
+    #[prost(string, tag = "2")]
+    pub reason: String,
+    /// The file size limit (`RLIMIT_FSIZE`) when one applied, else 0.
+    #[prost(uint64, tag = "3")]
+    pub limit_bytes: u64,
+    /// Size of the trace file up to the first of these records.
+    #[prost(uint64, tag = "4")]
+    pub bytes_written: u64,
+    /// The events the collector saw after the stop and did not record, by kind (`"execute"`,
+    /// …; `"dropped"` for those lost to a full queue). Empty in the record written at the stop.
+    #[prost(message, repeated, tag = "5")]
+    pub not_recorded: Vec<KindCount>,
+    /// When the process exited (the record written at exit), else 0.
+    #[prost(uint64, tag = "6")]
+    pub exit_t_ns: u64,
+}
+
 /// Frame kind of a [`Segment`] record (format 1.1). Not a [`RecordKind`]: a segment marker is
 /// consumed by the reader to split a merged file into per-host traces, never handed out as an
 /// event.
@@ -630,6 +665,8 @@ pub enum RecordKind {
     Note = 29,
     Dropped = 30,
     End = 31,
+    /// Format 1.0 readers skip it (unknown kind). 32 is [`SEGMENT_KIND`].
+    RecordingStopped = 33,
 }
 
 impl RecordKind {
@@ -658,6 +695,7 @@ impl RecordKind {
             29 => Note,
             30 => Dropped,
             31 => End,
+            33 => RecordingStopped,
             _ => return None,
         })
     }
@@ -687,6 +725,7 @@ impl RecordKind {
             Note => "note",
             Dropped => "dropped",
             End => "end",
+            RecordingStopped => "recording_stopped",
         }
     }
 }
@@ -718,6 +757,7 @@ pub enum Record {
     Note(Note),
     Dropped(Dropped),
     End(End),
+    RecordingStopped(RecordingStopped),
 }
 
 impl Record {
@@ -744,6 +784,7 @@ impl Record {
             Record::Note(_) => RecordKind::Note,
             Record::Dropped(_) => RecordKind::Dropped,
             Record::End(_) => RecordKind::End,
+            Record::RecordingStopped(_) => RecordKind::RecordingStopped,
         }
     }
 
@@ -772,6 +813,7 @@ impl Record {
             Record::Note(m) => m.encode(buf),
             Record::Dropped(m) => m.encode(buf),
             Record::End(m) => m.encode(buf),
+            Record::RecordingStopped(m) => m.encode(buf),
         };
     }
 
@@ -801,6 +843,9 @@ impl Record {
             RecordKind::Note => Record::Note(Note::decode(payload)?),
             RecordKind::Dropped => Record::Dropped(Dropped::decode(payload)?),
             RecordKind::End => Record::End(End::decode(payload)?),
+            RecordKind::RecordingStopped => {
+                Record::RecordingStopped(RecordingStopped::decode(payload)?)
+            }
         })
     }
 
@@ -826,6 +871,7 @@ impl Record {
             Record::Note(m) => m.t_ns,
             Record::Dropped(m) => m.t_ns,
             Record::End(m) => m.t_ns,
+            Record::RecordingStopped(m) => m.t_ns,
         })
     }
 }
@@ -860,6 +906,7 @@ impl std::fmt::Debug for Record {
             Record::Note(m) => m.fmt(f),
             Record::Dropped(m) => m.fmt(f),
             Record::End(m) => m.fmt(f),
+            Record::RecordingStopped(m) => m.fmt(f),
         }
     }
 }

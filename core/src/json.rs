@@ -195,5 +195,17 @@ pub fn record_json(trace: &Trace, r: &Record) -> Value {
         Record::End(e) => {
             json!({"kind": kind, "t_ns": e.t_ns, "events_written": e.events_written, "dropped_total": e.dropped_total})
         }
+        Record::RecordingStopped(s) => {
+            let not_recorded: Map<String, Value> = s
+                .not_recorded
+                .iter()
+                .map(|k| (k.kind.clone(), json!(k.count)))
+                .collect();
+            json!({
+                "kind": kind, "t_ns": s.t_ns, "reason": s.reason, "limit_bytes": s.limit_bytes,
+                "bytes_written": s.bytes_written, "not_recorded": not_recorded,
+                "exit_t_ns": s.exit_t_ns,
+            })
+        }
     }
 }

@@ -369,6 +369,15 @@ impl Trace {
     pub fn string(&self, id: StringId) -> &str {
         self.strings.get(&id).map(String::as_str).unwrap_or("")
     }
+
+    /// Whether recording stopped before the process ended, and why: the last
+    /// `RecordingStopped` record (the one written at exit carries what was not recorded).
+    pub fn recording_stopped(&self) -> Option<&crate::event::RecordingStopped> {
+        self.events.iter().rev().find_map(|r| match r {
+            Record::RecordingStopped(s) => Some(s),
+            _ => None,
+        })
+    }
 }
 
 /// Decodes a whole trace held in memory. For a merged job file (several segments, see
