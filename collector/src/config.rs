@@ -16,6 +16,8 @@ pub const ENV_QUEUE_CAPACITY: &str = "TPUSCOPE_QUEUE_CAPACITY";
 /// Events are queued by value (176 bytes a slot): 16384 slots are about 3 MiB, several
 /// milliseconds of the fastest event rates the hooks can produce.
 pub const DEFAULT_QUEUE_CAPACITY: u64 = 16384;
+pub const MIN_QUEUE_CAPACITY: u64 = 16;
+pub const MAX_QUEUE_CAPACITY: u64 = 1 << 20;
 /// `standin`: the real plugin stands in for another (CPU for TPU): drop create options it rejects.
 pub const ENV_ROLE: &str = "TPUSCOPE_ROLE";
 /// Comma-separated create-option names to drop before `PJRT_Client_Create`.
@@ -24,9 +26,6 @@ pub const ENV_DROP_CREATE_OPTIONS: &str = "TPUSCOPE_DROP_CREATE_OPTIONS";
 pub const ENV_STACKS: &str = "TPUSCOPE_STACKS";
 /// `0` turns the live socket off (no `tpuscope ps`/`attach` for this process).
 pub const ENV_LIVE: &str = "TPUSCOPE_LIVE";
-/// Bytes of frames queued for one live viewer before frames are lost to it.
-pub const ENV_LIVE_VIEWER_BUDGET_BYTES: &str = "TPUSCOPE_LIVE_VIEWER_BUDGET_BYTES";
-pub const DEFAULT_LIVE_VIEWER_BUDGET_BYTES: u64 = 32 << 20;
 /// Job identity and process index for multi-host jobs.
 pub const ENV_JOB_ID: &str = "TPUSCOPE_JOB_ID";
 pub const ENV_PROCESS_INDEX: &str = "TPUSCOPE_PROCESS_INDEX";
@@ -48,20 +47,53 @@ pub struct Config {
     pub job_id: String,
     pub process_index: u32,
     pub live: bool,
-    pub live_viewer_budget_bytes: usize,
+    /// What was wrong with the numeric variables (not a number, out of range) and what is used
+    /// instead: one line each, printed once per process by `from_env`.
+    pub warnings: Vec<String>,
 }
 
 impl Config {
+    /// Reads the environment; says on stderr what it could not take as given (the session reads
+    /// the configuration once per process).
     pub fn from_env() -> Self {
-        Self::from_lookup(|k| std::env::var(k).ok())
+        let c = Self::from_lookup(|k| std::env::var(k).ok());
+        for w in &c.warnings {
+            eprintln!("tpuscope: {w}");
+        }
+        c
     }
 
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
-        let num = |k: &str, default: u64| {
-            get(k)
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(default)
+        let warnings = std::cell::RefCell::new(Vec::new());
+        // A number within `min..=max`, else the default (not a number) or the nearest bound,
+        // with a warning either way. Empty means unset.
+        let ranged = |k: &str, default: u64, min: u64, max: u64| {
+            let Some(v) = get(k).filter(|v| !v.trim().is_empty()) else {
+                return default;
+            };
+            match v.trim().parse::<u64>() {
+                Ok(n) if n < min => {
+                    warnings
+                        .borrow_mut()
+                        .push(format!("{k}={v} is below the minimum {min}; using {min}"));
+                    min
+                }
+                Ok(n) if n > max => {
+                    warnings
+                        .borrow_mut()
+                        .push(format!("{k}={v} is above the maximum {max}; using {max}"));
+                    max
+                }
+                Ok(n) => n,
+                Err(_) => {
+                    warnings.borrow_mut().push(format!(
+                        "{k}={v} is not a whole number; using the default {default}"
+                    ));
+                    default
+                }
+            }
         };
+        let num = |k: &str, default: u64| ranged(k, default, 0, u64::MAX);
         let off =
             |k: &str| get(k).is_some_and(|v| matches!(v.trim(), "0" | "off" | "false" | "no"));
         let standin = get(ENV_ROLE).is_some_and(|v| v.trim() == "standin");
@@ -87,21 +119,30 @@ impl Config {
                 .map(PathBuf::from),
             out: get(ENV_OUT).filter(|s| !s.is_empty()).map(PathBuf::from),
             enabled: !off(ENV_ENABLE),
-            memory_interval: Duration::from_millis(num(ENV_MEMORY_INTERVAL_MS, 100).max(1)),
+            memory_interval: Duration::from_millis(ranged(
+                ENV_MEMORY_INTERVAL_MS,
+                100,
+                1,
+                u64::MAX,
+            )),
             size_cap_bytes: num(ENV_SIZE_CAP_MB, 4096).saturating_mul(1 << 20),
-            queue_capacity: num(ENV_QUEUE_CAPACITY, DEFAULT_QUEUE_CAPACITY).clamp(16, 1 << 20)
-                as usize,
+            queue_capacity: ranged(
+                ENV_QUEUE_CAPACITY,
+                DEFAULT_QUEUE_CAPACITY,
+                MIN_QUEUE_CAPACITY,
+                MAX_QUEUE_CAPACITY,
+            ) as usize,
             standin,
             drop_create_options,
             stacks: !off(ENV_STACKS),
             job_id: job_id(&get),
-            process_index: process_index(&get),
+            process_index: {
+                // Checked here only to say so; `process_index` falls back to the launchers'.
+                ranged(ENV_PROCESS_INDEX, 0, 0, u64::from(u32::MAX));
+                process_index(&get)
+            },
             live: !off(ENV_LIVE),
-            live_viewer_budget_bytes: usize::try_from(num(
-                ENV_LIVE_VIEWER_BUDGET_BYTES,
-                DEFAULT_LIVE_VIEWER_BUDGET_BYTES,
-            ))
-            .unwrap_or(usize::MAX),
+            warnings: warnings.take(),
         }
     }
 }
@@ -268,6 +309,42 @@ mod tests {
     }
 
     #[test]
+    fn numbers_that_are_not_taken_as_given_are_said_once_each() {
+        let c = env(&[
+            (ENV_QUEUE_CAPACITY, "abc"),
+            (ENV_MEMORY_INTERVAL_MS, "0"),
+            (ENV_SIZE_CAP_MB, "12x"),
+            (ENV_PROCESS_INDEX, "-1"),
+        ]);
+        assert_eq!(c.queue_capacity, DEFAULT_QUEUE_CAPACITY as usize);
+        assert_eq!(c.memory_interval, Duration::from_millis(1));
+        assert_eq!(c.size_cap_bytes, 4096 << 20);
+        assert_eq!(c.warnings.len(), 4, "{:?}", c.warnings);
+        let said = |what: &str| c.warnings.iter().filter(|w| w.contains(what)).count();
+        assert_eq!(
+            said("TPUSCOPE_QUEUE_CAPACITY=abc is not a whole number; using the default 16384"),
+            1
+        );
+        assert_eq!(
+            said("TPUSCOPE_MEMORY_INTERVAL_MS=0 is below the minimum 1"),
+            1
+        );
+        assert_eq!(said("TPUSCOPE_PROCESS_INDEX=-1 is not a whole number"), 1);
+        let c = env(&[(ENV_QUEUE_CAPACITY, "0")]);
+        assert_eq!(c.queue_capacity, 16);
+        assert_eq!(
+            c.warnings,
+            ["TPUSCOPE_QUEUE_CAPACITY=0 is below the minimum 16; using 16"]
+        );
+        let c = env(&[(ENV_QUEUE_CAPACITY, "99999999")]);
+        assert_eq!(c.queue_capacity, 1 << 20);
+        assert_eq!(c.warnings.len(), 1);
+        // Valid and empty values say nothing.
+        let c = env(&[(ENV_QUEUE_CAPACITY, " 64 "), (ENV_SIZE_CAP_MB, "")]);
+        assert_eq!((c.queue_capacity, c.warnings.len()), (64, 0));
+    }
+
+    #[test]
     fn off_switches() {
         let c = Config::from_lookup(|k| {
             matches!(k, ENV_ENABLE | ENV_STACKS | ENV_LIVE).then(|| "0".to_string())
@@ -275,6 +352,5 @@ mod tests {
         assert!(!c.enabled && !c.stacks && !c.live);
         let on = Config::from_lookup(|_| None);
         assert!(on.live);
-        assert_eq!(on.live_viewer_budget_bytes, 32 << 20);
     }
 }

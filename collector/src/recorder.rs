@@ -2,7 +2,6 @@
 //! counters that say what was dropped. Hooks never block, allocate little, and never do I/O; the
 //! writer thread (`writer.rs`) drains the queue.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -17,6 +16,82 @@ pub struct BlobData {
     pub role: &'static str,
     pub format: String,
     pub data: Vec<u8>,
+    /// The size of a blob too large for a trace frame, which the hook did not copy (`data` is
+    /// empty): the writer notes it instead. 0 for a blob that is here.
+    pub oversize: u64,
+}
+
+impl BlobData {
+    /// Whether a blob of `len` bytes fits in one trace frame (the writer's own rule, checked by
+    /// hooks before they copy anything).
+    pub fn fits(len: usize, role: &str, format: &str) -> bool {
+        // Protobuf overhead of the blob's other fields stays well under 1 KiB.
+        len + role.len() + format.len() + 1024 <= tpuscope_core::format::MAX_PAYLOAD_LEN
+    }
+}
+
+/// Blob hashes already handed to the writer: a fixed open-addressing table of atomics, so
+/// claiming (compile threads) and unclaiming (a push that found the queue full) never lock.
+/// When a probe run is full the claim succeeds: the writer stores a hash once anyway, the only
+/// cost is one more copy.
+struct SeenBlobs {
+    slots: Box<[AtomicU64]>,
+}
+
+const SEEN_SLOTS: usize = 1 << 14;
+const SEEN_PROBES: usize = 32;
+/// Slot markers: never seen, and forgotten (a probe goes on past it).
+const EMPTY: u64 = 0;
+const GONE: u64 = 1;
+
+impl SeenBlobs {
+    fn new() -> Self {
+        SeenBlobs {
+            slots: (0..SEEN_SLOTS).map(|_| AtomicU64::new(EMPTY)).collect(),
+        }
+    }
+
+    /// The stored form of a hash (never a marker).
+    fn key(hash: u64) -> u64 {
+        if hash <= GONE { hash + 2 } else { hash }
+    }
+
+    fn probe(&self, key: u64) -> impl Iterator<Item = &AtomicU64> {
+        let start = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 50) as usize;
+        (0..SEEN_PROBES).filter_map(move |i| self.slots.get((start + i) % SEEN_SLOTS))
+    }
+
+    fn claim(&self, hash: u64) -> bool {
+        let key = Self::key(hash);
+        for slot in self.probe(key) {
+            let mut v = slot.load(Ordering::Acquire);
+            loop {
+                if v == key {
+                    return false;
+                }
+                if v != EMPTY {
+                    break;
+                }
+                match slot.compare_exchange(EMPTY, key, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return true,
+                    Err(now) => v = now,
+                }
+            }
+        }
+        true
+    }
+
+    fn unclaim(&self, hash: u64) {
+        let key = Self::key(hash);
+        for slot in self.probe(key) {
+            if slot
+                .compare_exchange(key, GONE, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
 }
 
 /// What a hook hands to the writer: a record plus the parts the writer interns or fills in.
@@ -71,7 +146,7 @@ pub struct Recorder {
     /// Whether hooks should record at all (false in a forked child, or when the trace is off).
     enabled: AtomicBool,
     /// Blob hashes already handed to the writer, so hooks copy each program once.
-    seen_blobs: Mutex<HashSet<u64>>,
+    seen_blobs: SeenBlobs,
     /// Parks the writer between drains; the writer polls, hooks never wake it (no syscalls on the
     /// hot path).
     pub(crate) writer_wakeup: std::sync::Condvar,
@@ -84,7 +159,7 @@ impl Recorder {
             queue: ArrayQueue::new(capacity.max(16)),
             dropped: AtomicU64::new(0),
             enabled: AtomicBool::new(true),
-            seen_blobs: Mutex::new(HashSet::new()),
+            seen_blobs: SeenBlobs::new(),
             writer_wakeup: std::sync::Condvar::new(),
             writer_lock: Mutex::new(()),
         }
@@ -124,17 +199,12 @@ impl Recorder {
 
     /// Returns true the first time a blob hash is offered: only then should the hook copy the bytes.
     pub fn claim_blob(&self, hash: u64) -> bool {
-        match self.seen_blobs.lock() {
-            Ok(mut seen) => seen.insert(hash),
-            Err(_) => false,
-        }
+        self.seen_blobs.claim(hash)
     }
 
     /// Forgets a claimed blob (its event was dropped), so a later compile can store it.
     pub fn unclaim_blob(&self, hash: u64) {
-        if let Ok(mut seen) = self.seen_blobs.lock() {
-            seen.remove(&hash);
-        }
+        self.seen_blobs.unclaim(hash);
     }
 
     pub fn len(&self) -> usize {
@@ -194,6 +264,33 @@ mod tests {
 
     /// Every queue slot holds a whole `Event`: a large record kind added unboxed to `Record`
     /// would grow all of them (and the copy every hook makes).
+    #[test]
+    fn blobs_are_claimed_once_until_unclaimed_even_from_many_threads() {
+        let r = Recorder::new(16);
+        // (0 and 1 are stored as 2 and 3, the slot markers' stand-ins: a 2⁻⁶³ chance.)
+        for h in [0u64, 1, 7, 0xdead_beef] {
+            assert!(r.claim_blob(h), "{h}");
+            assert!(!r.claim_blob(h), "{h}");
+        }
+        r.unclaim_blob(1);
+        assert!(!r.claim_blob(0), "a forgotten neighbour keeps the others");
+        assert!(r.claim_blob(1));
+        // 8 threads race to claim the same 2,000 hashes: each is won exactly once.
+        let won = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for h in 1000..3000u64 {
+                        if r.claim_blob(h.wrapping_mul(0x1234_5678_9abc_def1)) {
+                            won.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(won.load(Ordering::Relaxed), 2000);
+    }
+
     #[test]
     fn events_stay_small() {
         assert!(

@@ -116,14 +116,17 @@ unsafe fn bytes<'a>(p: *const std::ffi::c_char, n: usize) -> &'a [u8] {
     unsafe { slice_of(p.cast::<u8>(), n) }
 }
 
-/// Hands bytes to the writer as a blob, copying them only the first time their hash is seen.
+/// Hands bytes to the writer as a blob, copying them only the first time their hash is seen,
+/// and never when they are too large for the trace (the writer notes the size instead).
 fn offer_blob(blobs: &mut Vec<BlobData>, hash: u64, role: &'static str, format: &str, data: &[u8]) {
     if recorder::global().is_some_and(|r| r.claim_blob(hash)) {
+        let fits = BlobData::fits(data.len(), role, format);
         blobs.push(BlobData {
             hash,
             role,
             format: format.to_string(),
-            data: data.to_vec(),
+            data: if fits { data.to_vec() } else { Vec::new() },
+            oversize: if fits { 0 } else { data.len() as u64 },
         });
     }
 }
@@ -728,7 +731,10 @@ const SHAPE_BITS: u32 = 20;
 const SHAPE_MASK: u64 = (1 << SHAPE_BITS) - 1;
 static BUF_SHAPES: [AtomicU64; BUF_SLOTS] = [const { AtomicU64::new(0) }; BUF_SLOTS];
 
-/// Interned shapes (`f32[8,128]`): id → text, (dtype, dims) → id. Locked only on a cache miss.
+/// Interned shapes (`f32[8,128]`): id → text, (dtype, dims) → id. The process-wide table that
+/// gives every shape one id; each thread keeps its own copy of what it looked up (`LOCAL`), so
+/// this lock is taken once per thread and shape (a new shape means a new compile anyway), never
+/// per execute.
 #[derive(Default)]
 struct Shapes {
     ids: HashMap<(i32, Vec<i64>), u32>,
@@ -736,11 +742,23 @@ struct Shapes {
 }
 static SHAPES: Mutex<Option<Shapes>> = Mutex::new(None);
 
-/// Signatures by hash of their shape ids, sharded so concurrent executes rarely meet.
-const SIG_SHARDS: usize = 16;
-const SIG_CAP: usize = 1 << 14;
-type SigMap = Mutex<Option<HashMap<u64, Arc<str>>>>;
-static SIGNATURES: [SigMap; SIG_SHARDS] = [const { Mutex::new(None) }; SIG_SHARDS];
+/// Signatures a thread built, by hash of their shape ids, at most this many per thread.
+const SIG_CAP: usize = 1 << 12;
+
+/// What a thread already knows: shapes by (dtype, dims), shape names by id, signatures by hash.
+/// Only this thread touches it, so the execute path takes no lock once warm.
+#[derive(Default)]
+struct Local {
+    ids: HashMap<(i32, Vec<i64>), u32>,
+    names: HashMap<u32, Arc<str>>,
+    signatures: HashMap<u64, Arc<str>>,
+    /// The last signature (a thread usually runs the same one again).
+    last: Option<(u64, Arc<str>)>,
+}
+
+thread_local! {
+    static LOCAL: std::cell::RefCell<Local> = std::cell::RefCell::new(Local::default());
+}
 
 /// Slot index and packed key of a pointer in a direct-mapped table of `slots` entries; `None`
 /// if it does not fit (never for x86-64 / aarch64 user-space pointers).
@@ -804,26 +822,62 @@ unsafe fn shape_id(d: &Driver, b: *mut PjrtBuffer) -> Option<u32> {
     }
     // SAFETY: `b` is live (caller).
     let (dtype, dims) = unsafe { (d.buffer_element_type(b).ok()?, d.buffer_dimensions(b).ok()?) };
-    let id = {
-        let mut g = SHAPES.lock().ok()?;
-        let shapes = g.get_or_insert_with(Shapes::default);
-        match shapes.ids.get(&(dtype, dims.clone())) {
-            Some(&id) => id,
-            None => {
-                let id = shapes.names.len() as u32 + 1;
-                if u64::from(id) > SHAPE_MASK {
-                    return None;
-                }
-                let dims_text: Vec<String> = dims.iter().map(i64::to_string).collect();
-                let name = format!("{}[{}]", pjrt::dtype_name(dtype), dims_text.join(","));
-                shapes.names.push(Arc::from(name));
-                shapes.ids.insert((dtype, dims), id);
-                id
-            }
+    let shape = (dtype, dims);
+    let id = match LOCAL.with(|l| l.borrow().ids.get(&shape).copied()) {
+        Some(id) => id,
+        None => {
+            let (id, name) = global_shape_id(&shape)?;
+            LOCAL.with(|l| {
+                let mut l = l.borrow_mut();
+                l.names.insert(id, name);
+                l.ids.insert(shape, id);
+            });
+            id
         }
     };
     cache_put(&BUF_SHAPES, key, u64::from(id));
     Some(id)
+}
+
+/// The process-wide id and name of a shape, given one the first time it is seen.
+fn global_shape_id(shape: &(i32, Vec<i64>)) -> Option<(u32, Arc<str>)> {
+    let mut g = SHAPES.lock().ok()?;
+    let shapes = g.get_or_insert_with(Shapes::default);
+    if let Some(&id) = shapes.ids.get(shape) {
+        let name = shapes.names.get((id as usize).wrapping_sub(1))?.clone();
+        return Some((id, name));
+    }
+    let id = shapes.names.len() as u32 + 1;
+    if u64::from(id) > SHAPE_MASK {
+        return None;
+    }
+    let (dtype, dims) = shape;
+    let dims_text: Vec<String> = dims.iter().map(i64::to_string).collect();
+    let name: Arc<str> = Arc::from(format!(
+        "{}[{}]",
+        pjrt::dtype_name(*dtype),
+        dims_text.join(",")
+    ));
+    shapes.names.push(name.clone());
+    shapes.ids.insert(shape.clone(), id);
+    Some((id, name))
+}
+
+/// The name of shape `id`: this thread's copy, else the process-wide table's (an id this thread
+/// got from the buffer cache another thread filled).
+fn shape_name(id: u32) -> Option<Arc<str>> {
+    if let Some(n) = LOCAL.with(|l| l.borrow().names.get(&id).cloned()) {
+        return Some(n);
+    }
+    let name = {
+        let g = SHAPES.lock().ok()?;
+        g.as_ref()?
+            .names
+            .get((id as usize).wrapping_sub(1))?
+            .clone()
+    };
+    LOCAL.with(|l| l.borrow_mut().names.insert(id, name.clone()));
+    Some(name)
 }
 
 /// `f32[8,128] s32[]` for device 0's argument list.
@@ -851,51 +905,34 @@ unsafe fn arg_signature(args: *mut LoadedExecutableExecuteArgs) -> Option<Arc<st
     // SAFETY: a `u32` slice viewed as its bytes.
     let raw = unsafe { std::slice::from_raw_parts(ids.as_ptr().cast::<u8>(), ids.len() * 4) };
     let h = xxhash_rust::xxh3::xxh3_64(raw);
-    // A thread usually runs the same signature again: no lock then.
-    thread_local! {
-        static LAST: std::cell::RefCell<Option<(u64, Arc<str>)>> =
-            const { std::cell::RefCell::new(None) };
-    }
-    if let Some(s) = LAST.with(|l| {
-        l.borrow()
-            .as_ref()
-            .and_then(|(lh, s)| (*lh == h).then(|| s.clone()))
-    }) {
-        return Some(s);
-    }
-    let sig = shared_signature(h, &ids)?;
-    LAST.with(|l| *l.borrow_mut() = Some((h, sig.clone())));
-    Some(sig)
-}
-
-/// The signature text for shape ids `ids` (hash `h`), from the shared table or built now.
-fn shared_signature(h: u64, ids: &[u32]) -> Option<Arc<str>> {
-    let shard = SIGNATURES.get(h as usize % SIG_SHARDS)?;
-    if let Ok(g) = shard.lock()
-        && let Some(s) = g.as_ref().and_then(|m| m.get(&h))
-    {
-        return Some(s.clone());
-    }
-    let text: Arc<str> = {
-        let g = SHAPES.lock().ok()?;
-        let names = g.as_ref().map(|s| &s.names);
-        let parts: Vec<&str> = ids
-            .iter()
-            .map(|&id| {
-                names
-                    .and_then(|n| n.get((id as usize).wrapping_sub(1)))
-                    .map_or("?", |s| &**s)
-            })
-            .collect();
-        Arc::from(parts.join(" "))
-    };
-    if let Ok(mut g) = shard.lock() {
-        let m = g.get_or_insert_with(HashMap::new);
-        if m.len() < SIG_CAP / SIG_SHARDS {
-            m.insert(h, text.clone());
+    let known = LOCAL.with(|l| {
+        let l = l.borrow();
+        match &l.last {
+            Some((lh, s)) if *lh == h => Some(s.clone()),
+            _ => l.signatures.get(&h).cloned(),
         }
-    }
-    Some(text)
+    });
+    let sig = match known {
+        Some(s) => s,
+        None => {
+            let parts: Vec<Arc<str>> = ids
+                .iter()
+                .map(|&id| shape_name(id).unwrap_or_else(|| Arc::from("?")))
+                .collect();
+            let text: Vec<&str> = parts.iter().map(|p| &**p).collect();
+            let sig: Arc<str> = Arc::from(text.join(" "));
+            LOCAL.with(|l| {
+                let mut l = l.borrow_mut();
+                if l.signatures.len() >= SIG_CAP {
+                    l.signatures.clear();
+                }
+                l.signatures.insert(h, sig.clone());
+            });
+            sig
+        }
+    };
+    LOCAL.with(|l| l.borrow_mut().last = Some((h, sig.clone())));
+    Some(sig)
 }
 
 /// Output counts of loaded executables (`count + 1`, so 0 stays "empty"), by pointer: the

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use tpuscope_core::event::{Memory, MemoryOrigin, Record};
 
@@ -35,8 +35,17 @@ struct Device {
     active: bool,
 }
 
-/// Devices by client pointer. Held while polling, so a client is never destroyed under a poll.
+/// Devices by client pointer. Never held across a plugin call (a hung `Device_MemoryStats` must
+/// not hang client destroy or exit): the sampler copies what to poll, marks the client it polls
+/// in `POLLING` under this lock, and calls the plugin after releasing it.
 static CLIENTS: Mutex<Vec<(usize, Vec<Device>)>> = Mutex::new(Vec::new());
+/// The client whose device the sampler is asking right now (0: none). Client destroy waits for
+/// it to change (at most `DESTROY_WAIT`), so a client is not destroyed under a poll.
+static POLLING: AtomicUsize = AtomicUsize::new(0);
+/// How long client destroy waits for a poll of its client, and exit for any poll. A stats call
+/// that takes longer is hung: the caller goes on rather than hang with it.
+const DESTROY_WAIT: Duration = Duration::from_secs(2);
+const EXIT_WAIT: Duration = Duration::from_millis(200);
 static STARTED: AtomicBool = AtomicBool::new(false);
 static STOP: AtomicBool = AtomicBool::new(false);
 static NOTED_UNIMPLEMENTED: AtomicBool = AtomicBool::new(false);
@@ -102,20 +111,31 @@ unsafe extern "C" fn client_destroy(args: *mut ClientDestroyArgs) -> *mut PjrtEr
         if let Ok(mut c) = CLIENTS.lock() {
             c.retain(|(p, _)| *p != client);
         }
+        // Not polled from now on; a poll already under way gets a bounded wait.
+        wait_for_poll(|p| p == client, DESTROY_WAIT);
     });
     // SAFETY: forwarding the caller's args unchanged.
     unsafe { f(args) }
+}
+
+/// Waits (at most `limit`) while the client being polled matches `polling`.
+fn wait_for_poll(polling: impl Fn(usize) -> bool, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while polling(POLLING.load(Ordering::SeqCst)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Tells the sampler to stop, waits for a poll in progress, and records a last live-buffer
 /// sample. Runs at exit before the trace is closed.
 pub(super) fn stop_at_exit() {
     STOP.store(true, Ordering::SeqCst);
-    // Taking the lock waits for a poll in progress; clearing it means no poll after this (the
-    // plugin may be torn down next).
+    // Clearing the list means no poll after this (the plugin may be torn down next); a poll
+    // under way gets a short wait, never an unbounded one.
     if let Ok(mut c) = CLIENTS.lock() {
         c.clear();
     }
+    wait_for_poll(|p| p != 0, EXIT_WAIT);
     if recorder::enabled() {
         sample_live_buffers();
     }
@@ -143,37 +163,61 @@ fn tick() {
 /// One `PJRT_Device_MemoryStats` round over the active devices.
 fn sample_plugin_stats() {
     let Some(d) = real_driver() else { return };
-    let Ok(mut clients) = CLIENTS.lock() else {
-        return;
+    let todo: Vec<(usize, usize, i32)> = match CLIENTS.lock() {
+        Ok(c) => c
+            .iter()
+            .flat_map(|(client, devs)| {
+                devs.iter()
+                    .filter(|x| x.active)
+                    .map(|x| (*client, x.ptr, x.id))
+            })
+            .collect(),
+        Err(_) => return,
     };
-    for (_, devices) in clients.iter_mut() {
-        for dev in devices.iter_mut().filter(|x| x.active) {
-            if STOP.load(Ordering::Relaxed) {
-                return;
+    for (client, dev, id) in todo {
+        if STOP.load(Ordering::Relaxed) {
+            return;
+        }
+        // Claimed under the lock, so client destroy (which removes the client under it, then
+        // waits for `POLLING` to move on) either sees this poll or makes it skip.
+        let claimed = CLIENTS.lock().is_ok_and(|c| {
+            let listed = c.iter().any(|(p, _)| *p == client);
+            if listed {
+                POLLING.store(client, Ordering::SeqCst);
             }
-            // SAFETY: the device's client is live: it is removed from CLIENTS (under this lock)
-            // before it is destroyed.
-            match unsafe { d.memory_stats(dev.ptr as *mut _) } {
-                Ok(s) => recorder::record(Event::new(Record::Memory(Box::new(plugin_sample(
-                    dev.id, &s,
-                ))))),
-                Err(st) => {
-                    dev.active = false;
-                    let unimplemented = st.code == super::pjrt::error_code::UNIMPLEMENTED;
-                    let (flag, topic) = if unimplemented {
-                        (&NOTED_UNIMPLEMENTED, "memory_stats_unimplemented")
-                    } else {
-                        (&NOTED_ERROR, "memory_stats_error")
-                    };
-                    if !flag.swap(true, Ordering::Relaxed) {
-                        session::note(
-                            topic,
-                            format!(
-                                "PJRT_Device_MemoryStats on device {}: error {}: {}",
-                                dev.id, st.code, st.message
-                            ),
-                        );
+            listed
+        });
+        if !claimed {
+            continue;
+        }
+        // SAFETY: the device's client is live: it was listed when claimed, and client destroy
+        // waits for this poll before destroying it.
+        let result = unsafe { d.memory_stats(dev as *mut _) };
+        POLLING.store(0, Ordering::SeqCst);
+        match result {
+            Ok(s) => recorder::record(Event::new(Record::Memory(Box::new(plugin_sample(id, &s))))),
+            Err(st) => {
+                if let Ok(mut c) = CLIENTS.lock() {
+                    for x in c.iter_mut().flat_map(|(_, v)| v.iter_mut()) {
+                        if x.ptr == dev {
+                            x.active = false;
+                        }
                     }
+                }
+                let unimplemented = st.code == super::pjrt::error_code::UNIMPLEMENTED;
+                let (flag, topic) = if unimplemented {
+                    (&NOTED_UNIMPLEMENTED, "memory_stats_unimplemented")
+                } else {
+                    (&NOTED_ERROR, "memory_stats_error")
+                };
+                if !flag.swap(true, Ordering::Relaxed) {
+                    session::note(
+                        topic,
+                        format!(
+                            "PJRT_Device_MemoryStats on device {id}: error {}: {}",
+                            st.code, st.message
+                        ),
+                    );
                 }
             }
         }

@@ -268,6 +268,41 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(buf.get(..end).unwrap_or(&[])).into_owned()
 }
 
+/// The soft file size limit (`RLIMIT_FSIZE`, `ulimit -f`) in bytes; `None` when unlimited.
+pub fn file_size_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid, writable rlimit; getrlimit only writes it.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut r) };
+    (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+/// Blocks `SIGXFSZ` on the calling thread, so a write past the file size limit fails with
+/// `EFBIG` instead of killing the process (the signal's default action) when the workload does
+/// not ignore it. Only the writer thread calls this: the signal stays the workload's business on
+/// every other thread.
+pub fn block_file_size_signal() -> bool {
+    // SAFETY: `set` is a valid sigset_t that sigemptyset/sigaddset initialize before use;
+    // pthread_sigmask only changes the calling thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGXFSZ);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0
+    }
+}
+
+/// Whether `err` says the file cannot grow (`EFBIG`: past the file size limit; `ENOSPC`,
+/// `EDQUOT`: the disk or the quota is full).
+pub fn is_file_full(err: &std::io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EFBIG | libc::ENOSPC | libc::EDQUOT)
+    )
+}
+
 static FORK_CHILD_HANDLER: AtomicU32 = AtomicU32::new(0);
 
 /// Registers `child` to run in the child after `fork()`. The child must not touch the writer

@@ -32,8 +32,8 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tpuscope_core::RawFrame;
 use tpuscope_core::event::{Direction, ErrorInfo, Record, Sync as SyncRecord, Transfer};
@@ -763,7 +763,7 @@ struct ThreadState {
     /// When that ready event was created, and when `Event_IsReady` said false (0 = it did not).
     ready_t0: Cell<u64>,
     not_ready_at: Cell<u64>,
-    /// Whether this thread has a read in `READS` not yet recorded.
+    /// Whether this thread has a read in its `READS` not yet recorded.
     pending_read: Cell<bool>,
 }
 
@@ -782,7 +782,6 @@ thread_local! {
 
 /// A zero-copy read waiting for its ready wait (if any) to complete.
 struct PendingRead {
-    thread: u32,
     buffer: usize,
     transfer: TransferEv,
     stack: Option<Vec<RawFrame>>,
@@ -792,16 +791,54 @@ struct PendingRead {
     overhead: u64,
 }
 
-/// Reads in progress, at most one per thread.
-static READS: Mutex<Vec<PendingRead>> = Mutex::new(Vec::new());
+/// A thread's reads in progress (usually none or one). Each thread has its own, so the read
+/// hooks take only their own thread's uncontended lock, never a process-wide one; the relay of a
+/// read's wait (on a plugin thread) and the exit flush reach it through the `Arc`.
+type Reads = Arc<Mutex<Vec<PendingRead>>>;
 
-/// Takes the pending read of `thread` (of `buffer`, when given).
-fn take_read(thread: u32, buffer: Option<usize>) -> Option<PendingRead> {
-    let mut reads = READS.lock().ok()?;
+thread_local! {
+    static READS: Reads = register_reads();
+}
+
+/// Every reading thread's `READS`, for the exit flush: locked once per thread that reads (and
+/// at exit), never per read.
+static ALL_READS: Mutex<Vec<Reads>> = Mutex::new(Vec::new());
+
+fn register_reads() -> Reads {
+    let mine: Reads = Arc::new(Mutex::new(Vec::new()));
+    if let Ok(mut all) = ALL_READS.lock() {
+        // Threads that are gone: record what they left, forget them.
+        all.retain(|r| {
+            if Arc::strong_count(r) > 1 {
+                return true;
+            }
+            for p in r
+                .lock()
+                .map(|mut v| std::mem::take(&mut *v))
+                .unwrap_or_default()
+            {
+                let end = p.t_end;
+                finish_read(p, end, 0);
+            }
+            false
+        });
+        all.push(Arc::clone(&mine));
+    }
+    mine
+}
+
+/// Takes a pending read from `reads` (of `buffer`, when given).
+fn take_read_from(reads: &Mutex<Vec<PendingRead>>, buffer: Option<usize>) -> Option<PendingRead> {
+    let mut reads = reads.lock().ok()?;
     let i = reads
         .iter()
-        .position(|r| r.thread == thread && buffer.is_none_or(|b| b == r.buffer))?;
+        .position(|r| buffer.is_none_or(|b| b == r.buffer))?;
     Some(reads.swap_remove(i))
+}
+
+/// Takes this thread's pending read (of `buffer`, when given).
+fn take_read(buffer: Option<usize>) -> Option<PendingRead> {
+    READS.with(|r| take_read_from(r, buffer))
 }
 
 fn finish_read(mut r: PendingRead, end: u64, waited: u64) {
@@ -819,7 +856,7 @@ fn finish_read(mut r: PendingRead, end: u64, waited: u64) {
 /// Records this thread's pending read as it stands: the thread moved on without a ready wait.
 fn flush_thread() {
     let pending = TS.with(|s| s.pending_read.replace(false));
-    if pending && let Some(r) = take_read(recorder::thread_id(), None) {
+    if pending && let Some(r) = take_read(None) {
         let end = r.t_end;
         finish_read(r, end, 0);
     }
@@ -833,10 +870,16 @@ extern "C" fn flush_at_exit() {
         return;
     }
     let _ = guard(|| {
-        let reads = READS.lock().map(|mut r| std::mem::take(&mut *r));
-        for r in reads.unwrap_or_default() {
-            let end = r.t_end;
-            finish_read(r, end, 0);
+        let all: Vec<Reads> = ALL_READS.lock().map(|a| a.clone()).unwrap_or_default();
+        for reads in all {
+            for r in reads
+                .lock()
+                .map(|mut r| std::mem::take(&mut *r))
+                .unwrap_or_default()
+            {
+                let end = r.t_end;
+                finish_read(r, end, 0);
+            }
         }
         let copies = COPIES.lock().map(|mut m| m.take());
         for (_, c) in copies.ok().flatten().unwrap_or_default() {
@@ -866,10 +909,7 @@ fn clear_ready() {
 /// Whether this thread's pending read is of `buffer`.
 fn read_is_of(buffer: usize) -> bool {
     TS.with(|s| s.pending_read.get())
-        && READS.lock().is_ok_and(|r| {
-            r.iter()
-                .any(|p| p.thread == recorder::thread_id() && p.buffer == buffer)
-        })
+        && READS.with(|r| r.lock().is_ok_and(|r| r.iter().any(|p| p.buffer == buffer)))
 }
 
 /// `PJRT_Buffer_IsOnCpu`: a true answer may start a zero-copy read.
@@ -945,7 +985,6 @@ unsafe fn start_read(buf: *mut PjrtBuffer, t0: u64, t1: u64, err: *mut PjrtError
     };
     let thread = recorder::thread_id();
     let mut read = PendingRead {
-        thread,
         buffer: buf as usize,
         transfer: TransferEv {
             transfer: Transfer {
@@ -976,10 +1015,12 @@ unsafe fn start_read(buf: *mut PjrtBuffer, t0: u64, t1: u64, err: *mut PjrtError
         finish_read(read, t1, 0);
         return;
     }
-    if let Ok(mut reads) = READS.lock() {
-        reads.push(read);
-        TS.with(|s| s.pending_read.set(true));
-    }
+    READS.with(|reads| {
+        if let Ok(mut reads) = reads.lock() {
+            reads.push(read);
+            TS.with(|s| s.pending_read.set(true));
+        }
+    });
 }
 
 /// `PJRT_Buffer_ReadyEvent`: remembered per thread; a wait on it is a host sync.
@@ -1038,7 +1079,7 @@ unsafe extern "C" fn event_is_ready(args: *mut EventIsReadyArgs) -> *mut PjrtErr
         if ready {
             clear_ready();
             if TS.with(|s| s.pending_read.get())
-                && let Some(r) = take_read(recorder::thread_id(), Some(buf))
+                && let Some(r) = take_read(Some(buf))
             {
                 TS.with(|s| s.pending_read.set(false));
                 finish_read(r, t, 0);
@@ -1052,8 +1093,8 @@ unsafe extern "C" fn event_is_ready(args: *mut EventIsReadyArgs) -> *mut PjrtErr
 
 /// What a relayed `OnReady` callback completes when it fires.
 enum Waited {
-    /// A zero-copy read of `thread` waiting for its buffer.
-    Read { thread: u32, buffer: usize },
+    /// A zero-copy read (in its thread's `reads`) waiting for its buffer.
+    Read { reads: Reads, buffer: usize },
     /// A `block_until_ready`-style wait.
     Ready {
         thread: u32,
@@ -1103,8 +1144,8 @@ unsafe extern "C" fn relay_on_ready(err: *mut PjrtError, user_arg: *mut c_void) 
 
 fn complete_wait(waited: Waited, registered: u64, t: u64, error: Option<ErrorInfo>) {
     match waited {
-        Waited::Read { thread, buffer } => {
-            if let Some(r) = take_read(thread, Some(buffer)) {
+        Waited::Read { reads, buffer } => {
+            if let Some(r) = take_read_from(&reads, Some(buffer)) {
                 finish_read(r, t, t.saturating_sub(registered));
             }
         }
@@ -1172,8 +1213,8 @@ unsafe extern "C" fn event_on_ready(args: *mut EventOnReadyArgs) -> *mut PjrtErr
                     let end = c.transfer.transfer.t_ns + c.transfer.transfer.dur_ns;
                     finish_copy(c, end, 0, None);
                 }
-                Waited::Read { thread, buffer } => {
-                    if let Some(r) = take_read(thread, Some(buffer)) {
+                Waited::Read { reads, buffer } => {
+                    if let Some(r) = take_read_from(&reads, Some(buffer)) {
                         let end = r.t_end;
                         finish_read(r, end, 0);
                     }
@@ -1200,7 +1241,8 @@ fn wait_for(ev: *mut PjrtEvent) -> Option<Waited> {
         if TS.with(|s| s.pending_read.get()) && read_is_of(buffer) {
             // The relay completes it (from the plugin's thread).
             TS.with(|s| s.pending_read.set(false));
-            return Some(Waited::Read { thread, buffer });
+            let reads = READS.with(Arc::clone);
+            return Some(Waited::Read { reads, buffer });
         }
         flush_thread();
         return Some(Waited::Ready {
@@ -1237,7 +1279,7 @@ unsafe extern "C" fn event_await(args: *mut EventAwaitArgs) -> *mut PjrtError {
         if let Some(buffer) = ready_of {
             clear_ready();
             if TS.with(|s| s.pending_read.get())
-                && let Some(r) = take_read(recorder::thread_id(), Some(buffer))
+                && let Some(r) = take_read(Some(buffer))
             {
                 TS.with(|s| s.pending_read.set(false));
                 record_error(API_AWAIT, err, None);
@@ -1308,6 +1350,6 @@ mod tests {
     #[test]
     fn flush_without_pending_read_is_a_no_op() {
         flush_thread();
-        assert!(take_read(recorder::thread_id(), None).is_none());
+        assert!(take_read(None).is_none());
     }
 }
