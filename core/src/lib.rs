@@ -10,6 +10,7 @@ pub mod hlo;
 pub mod json;
 pub mod live;
 pub mod reader;
+pub mod stream;
 pub mod writer;
 
 pub use event::Record;
@@ -17,4 +18,5 @@ pub use reader::{
     Completeness, ReadError, Trace, TraceBuilder, read_trace, read_trace_file, read_traces,
     read_traces_file,
 };
+pub use stream::{Streamed, TraceStream};
 pub use writer::{RawFrame, TraceWriter};

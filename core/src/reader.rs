@@ -12,14 +12,14 @@ use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
 /// Why a file cannot be read as a trace at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{path}: cannot read: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The OS error is part of the message (not a `source`), so a chain prints it once.
+    #[error("{path}: cannot read: {err}")]
+    Io { path: String, err: std::io::Error },
     #[error("not a tpuscope trace (no TPUSCOPE header)")]
     NotATrace,
+    /// The magic is there but the rest of the header is not usable.
+    #[error("damaged tpuscope header: {0}")]
+    DamagedHeader(String),
     #[error(
         "trace format version {major}.{minor} is newer than this tpuscope understands ({supported}.x); upgrade tpuscope"
     )]
@@ -39,25 +39,40 @@ pub struct Header {
     pub len: usize,
 }
 
-/// Checks the header of `bytes`.
+/// Checks the header of `bytes` (the whole file, or at least its header).
 pub fn parse_header(bytes: &[u8]) -> Result<Header, ReadError> {
-    if bytes.len() < HEADER_LEN || bytes.get(..8) != Some(&format::MAGIC[..]) {
+    let header = parse_header_start(bytes)?;
+    if header.len > bytes.len() {
+        return Err(header_past_end(header.len, bytes.len() as u64));
+    }
+    Ok(header)
+}
+
+/// Checks the fixed 16 bytes of a header, without the rule that the frames start within the
+/// file (a stream checks that once it has read `len` bytes).
+pub fn parse_header_start(bytes: &[u8]) -> Result<Header, ReadError> {
+    if bytes.get(..8) != Some(&format::MAGIC[..]) {
         return Err(ReadError::NotATrace);
     }
-    let u16_at = |i: usize| {
+    let (Some(major), Some(minor), Some(len)) = (
         bytes
-            .get(i..i + 2)
+            .get(8..10)
             .and_then(|b| b.try_into().ok())
-            .map(u16::from_le_bytes)
+            .map(u16::from_le_bytes),
+        bytes
+            .get(10..12)
+            .and_then(|b| b.try_into().ok())
+            .map(u16::from_le_bytes),
+        bytes
+            .get(12..16)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes),
+    ) else {
+        return Err(ReadError::DamagedHeader(format!(
+            "the file ends inside the header ({} of {HEADER_LEN} bytes)",
+            bytes.len()
+        )));
     };
-    let (Some(major), Some(minor)) = (u16_at(8), u16_at(10)) else {
-        return Err(ReadError::NotATrace);
-    };
-    let len = bytes
-        .get(12..16)
-        .and_then(|b| b.try_into().ok())
-        .map(u32::from_le_bytes)
-        .unwrap_or(0) as usize;
     if major > format::FORMAT_MAJOR {
         return Err(ReadError::NewerVersion {
             major,
@@ -65,16 +80,35 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, ReadError> {
             supported: format::FORMAT_MAJOR,
         });
     }
-    if major == 0 || len < HEADER_LEN || len > bytes.len() {
-        return Err(ReadError::NotATrace);
+    if major == 0 {
+        return Err(ReadError::DamagedHeader(format!(
+            "version field {major}.{minor} (major 0 is never written)"
+        )));
+    }
+    let len = len as usize;
+    if len < HEADER_LEN {
+        return Err(ReadError::DamagedHeader(format!(
+            "header length field {len} (at least {HEADER_LEN})"
+        )));
     }
     Ok(Header { major, minor, len })
 }
 
+pub(crate) fn header_past_end(len: usize, file_len: u64) -> ReadError {
+    ReadError::DamagedHeader(format!(
+        "header length field {len} runs past the end of the file ({file_len} bytes)"
+    ))
+}
+
 /// While resynchronising, frames with kinds or flags beyond these are not considered (v1 writers
 /// write flags 0 and kinds below 32); kind 0 is never written.
-const RESYNC_MAX_KIND: u16 = 1024;
-const RESYNC_MAX_FLAGS: u16 = 256;
+pub(crate) const RESYNC_MAX_KIND: u16 = 1024;
+pub(crate) const RESYNC_MAX_FLAGS: u16 = 256;
+/// Longest payload a resynchronisation finds: a streaming reader then looks at most this far
+/// ahead of a candidate offset, so skipping damage holds a bounded window in memory (see
+/// docs/trace-format.md section 9). Frames read in order (no damage before them) may be as long
+/// as [`MAX_PAYLOAD_LEN`].
+pub const RESYNC_MAX_PAYLOAD: usize = 16 << 20;
 
 /// One frame whose CRC checked.
 #[derive(Clone, Copy, Debug)]
@@ -115,7 +149,7 @@ enum Probe<'a> {
 
 /// Payloads up to this length are checked by hashing them; longer ones through [`RangeCrc`] once
 /// damage has been seen.
-const DIRECT_CRC_MAX: usize = 2 * RangeCrc::STRIDE;
+pub(crate) const DIRECT_CRC_MAX: usize = 2 * RangeCrc::STRIDE;
 
 /// Iterates the frames of a trace body.
 ///
@@ -191,7 +225,7 @@ impl<'a> FrameIter<'a> {
                 return false;
             }
             let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
-            if len > MAX_PAYLOAD_LEN || len > bytes.len() - p - FRAME_HEADER_LEN {
+            if len > RESYNC_MAX_PAYLOAD || len > bytes.len() - p - FRAME_HEADER_LEN {
                 return false;
             }
             matches!(self.probe(p), Probe::Valid(_))
@@ -240,12 +274,12 @@ impl<'a> Iterator for FrameIter<'a> {
 /// `bytes[base..i]`, the CRC of `bytes[a..e]` is `C(e) ⊕ C(a)·x^(8(e-a))`. `C` is kept every
 /// `STRIDE` bytes and completed by hashing at most `STRIDE` bytes; the power of `x` comes from
 /// a table of byte digits of the exponent.
-struct RangeCrc {
+pub(crate) struct RangeCrc {
     base: usize,
     /// `marks[i]` = CRC of `bytes[base .. base + i * STRIDE]`.
     marks: Vec<u32>,
     /// `pow[j][d]` = x^(8 · d · 256^j) mod P.
-    pow: Box<[[u32; 256]; 4]>,
+    pow: &'static [[u32; 256]; 4],
 }
 
 /// The reflected IEEE polynomial, as crc32fast uses it.
@@ -274,7 +308,7 @@ fn mul_mod_p(a: u32, mut b: u32) -> u32 {
 impl RangeCrc {
     const STRIDE: usize = 256;
 
-    fn new(bytes: &[u8], base: usize) -> Self {
+    pub(crate) fn new(bytes: &[u8], base: usize) -> Self {
         let tail = bytes.get(base..).unwrap_or(&[]);
         let mut marks = Vec::with_capacity(tail.len() / Self::STRIDE + 1);
         marks.push(0);
@@ -283,14 +317,19 @@ impl RangeCrc {
             h.update(chunk);
             marks.push(h.clone().finalize());
         }
-        let mut pow = Box::new([[X0; 256]; 4]);
-        let mut unit = X0 >> 8; // x^8: one byte
-        for row in pow.iter_mut() {
-            for d in 1..256 {
-                row[d] = mul_mod_p(row[d - 1], unit);
+        // The same for every instance; a streaming reader builds one per window.
+        static POW: std::sync::OnceLock<[[u32; 256]; 4]> = std::sync::OnceLock::new();
+        let pow = POW.get_or_init(|| {
+            let mut pow = [[X0; 256]; 4];
+            let mut unit = X0 >> 8; // x^8: one byte
+            for row in pow.iter_mut() {
+                for d in 1..256 {
+                    row[d] = mul_mod_p(row[d - 1], unit);
+                }
+                unit = mul_mod_p(row[255], unit);
             }
-            unit = mul_mod_p(row[255], unit);
-        }
+            pow
+        });
         RangeCrc { base, marks, pow }
     }
 
@@ -319,7 +358,14 @@ impl RangeCrc {
     }
 
     /// The CRC [`format::frame_crc`] computes for a frame whose payload is `bytes[start..start+len]`.
-    fn frame_crc(&self, bytes: &[u8], kind: u16, flags: u16, start: usize, len: usize) -> u32 {
+    pub(crate) fn frame_crc(
+        &self,
+        bytes: &[u8],
+        kind: u16,
+        flags: u16,
+        start: usize,
+        len: usize,
+    ) -> u32 {
         let head = format::frame_crc(kind, flags, &[]);
         let x = self.shift(len);
         let payload = self.crc_to(bytes, start + len) ^ mul_mod_p(self.crc_to(bytes, start), x);
@@ -432,62 +478,140 @@ fn segment_completeness(t: &Trace, end_offset: u64, file_len: u64) -> Completene
 fn read_segments(bytes: &[u8], first_only: bool) -> Result<Vec<Trace>, ReadError> {
     let header = parse_header(bytes)?;
     let file_len = bytes.len() as u64;
-    let mut done: Vec<Trace> = Vec::new();
-    let mut trace = empty_trace(header, file_len, None);
+    let mut asm = Assembler::new(header, true);
     // Only a hint: crafted input can announce far more frames than it holds records, so a
     // reservation the allocator refuses is simply skipped.
-    let _ = trace.events.try_reserve(count_frames(bytes, header.len));
-    let mut cut = None;
-    let mut pos = header.len as u64;
-    let mut frames_in_segment = 0u64;
+    let _ = asm
+        .trace
+        .events
+        .try_reserve(count_frames(bytes, header.len));
+    let mut done = Vec::new();
     for item in FrameIter::new(bytes, header.len) {
+        match asm.feed(item, first_only, file_len) {
+            Fed::Nothing | Fed::Event(_) => {}
+            Fed::SegmentDone(t) => done.push(*t),
+            Fed::Stop => break,
+        }
+    }
+    done.push(asm.finish(file_len));
+    Ok(done)
+}
+
+/// What [`Assembler::feed`] made of an item.
+pub(crate) enum Fed {
+    /// Absorbed (a definition, the manifest, damage…), or nothing to do.
+    Nothing,
+    /// An event record, handed to the caller (the assembler does not keep events).
+    Event(Record),
+    /// A segment marker ended the previous segment: here it is, finished.
+    SegmentDone(Box<Trace>),
+    /// Only the first segment was wanted and the next one starts: call `finish`.
+    Stop,
+}
+
+/// Turns frame items into traces, one per segment: definitions, the manifest, blobs, damage and
+/// completeness go into the current [`Trace`]; event records are kept in it or handed out.
+pub(crate) struct Assembler {
+    header: Header,
+    pub(crate) trace: Trace,
+    keep_events: bool,
+    cut: Option<u64>,
+    /// End of the last frame or damage range.
+    pos: u64,
+    frames_in_segment: u64,
+}
+
+impl Assembler {
+    pub(crate) fn new(header: Header, keep_events: bool) -> Assembler {
+        Assembler {
+            header,
+            trace: empty_trace(header, 0, None),
+            keep_events,
+            cut: None,
+            pos: header.len as u64,
+            frames_in_segment: 0,
+        }
+    }
+
+    /// `file_len`: the length of the input as far as known (a finished segment's completeness
+    /// names it).
+    pub(crate) fn feed(&mut self, item: FrameItem<'_>, first_only: bool, file_len: u64) -> Fed {
         match item {
             FrameItem::Frame(f) if f.kind == SEGMENT_KIND => {
                 let Ok(seg) = <Segment as prost::Message>::decode(f.payload) else {
-                    trace.undecodable_records += 1;
-                    continue;
+                    self.trace.undecodable_records += 1;
+                    return Fed::Nothing;
                 };
+                let mut fed = Fed::Nothing;
                 // Same rule as `tpuscope merge` splits by: a marker after any frame starts a
                 // new segment.
-                if trace.segment.is_some() || frames_in_segment > 0 {
+                if self.trace.segment.is_some() || self.frames_in_segment > 0 {
                     if first_only {
-                        break;
+                        return Fed::Stop;
                     }
-                    let next = empty_trace(header, file_len, Some(seg));
-                    let mut prev = std::mem::replace(&mut trace, next);
+                    let next = empty_trace(self.header, file_len, Some(seg));
+                    let mut prev = std::mem::replace(&mut self.trace, next);
                     prev.completeness = segment_completeness(&prev, f.offset, file_len);
-                    done.push(prev);
+                    fed = Fed::SegmentDone(Box::new(prev));
                 } else {
-                    trace.segment = Some(seg);
+                    self.trace.segment = Some(seg);
                 }
-                frames_in_segment = 0;
-                pos = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+                self.frames_in_segment = 0;
+                self.pos = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+                fed
             }
             FrameItem::Frame(f) => {
-                pos = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
-                frames_in_segment += 1;
+                self.pos = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+                self.frames_in_segment += 1;
                 let Some(kind) = RecordKind::from_u16(f.kind) else {
-                    trace.unknown_records += 1;
-                    continue;
+                    self.trace.unknown_records += 1;
+                    return Fed::Nothing;
                 };
                 match Record::decode_payload(kind, f.payload) {
-                    Ok(r) => absorb(&mut trace, r),
-                    Err(_) => trace.undecodable_records += 1,
+                    Ok(r) => match absorb(&mut self.trace, r) {
+                        Some(event) if self.keep_events => {
+                            self.trace.events.push(event);
+                            Fed::Nothing
+                        }
+                        Some(event) => Fed::Event(event),
+                        None => Fed::Nothing,
+                    },
+                    Err(_) => {
+                        self.trace.undecodable_records += 1;
+                        Fed::Nothing
+                    }
                 }
             }
             FrameItem::Damage(d) => {
-                pos = d.offset + d.len;
-                trace.damage.push(d);
+                self.pos = d.offset + d.len;
+                self.trace.damage.push(d);
+                Fed::Nothing
             }
-            FrameItem::Truncated { offset } => cut = Some(offset),
+            FrameItem::Truncated { offset } => {
+                self.cut = Some(offset);
+                Fed::Nothing
+            }
         }
     }
-    trace.completeness = match (cut, &trace.end) {
-        (Some(offset), _) => Completeness::Cut { offset, file_len },
-        _ => segment_completeness(&trace, pos, file_len),
-    };
-    done.push(trace);
-    Ok(done)
+
+    /// The last (or only wanted) segment, with its completeness.
+    pub(crate) fn finish(mut self, file_len: u64) -> Trace {
+        self.trace.completeness = match (self.cut, &self.trace.end) {
+            (Some(offset), _) => Completeness::Cut { offset, file_len },
+            _ => segment_completeness(&self.trace, self.pos, file_len),
+        };
+        self.trace
+    }
+}
+
+/// Sets the input length in a finished segment's completeness (a stream learns it at its end).
+pub(crate) fn set_file_len(t: &mut Trace, len: u64) {
+    match &mut t.completeness {
+        Completeness::Complete => {}
+        Completeness::NoEndRecord { file_len } | Completeness::Cut { file_len, .. } => {
+            *file_len = len;
+        }
+    }
 }
 
 /// Number of frames along the chain of lengths from `start`, without checking CRCs: a cheap
@@ -511,7 +635,9 @@ fn count_frames(bytes: &[u8], start: usize) -> usize {
 /// Path piece of the Python agent's package, wherever it was loaded from.
 const AGENT_PATH: &str = "/tpuscope_agent/";
 
-fn absorb(trace: &mut Trace, r: Record) {
+/// Takes definitions, the manifest, blobs and the end record into `trace`; returns the record
+/// when it is an event (the first client record is also kept in `trace.client`).
+fn absorb(trace: &mut Trace, r: Record) -> Option<Record> {
     match r {
         Record::Manifest(m) => {
             if trace.manifest.is_none() {
@@ -540,10 +666,11 @@ fn absorb(trace: &mut Trace, r: Record) {
             if trace.client.is_none() {
                 trace.client = Some((*c).clone());
             }
-            trace.events.push(Record::Client(c));
+            return Some(Record::Client(c));
         }
-        other => trace.events.push(other),
+        other => return Some(other),
     }
+    None
 }
 
 /// Decodes a trace that arrives in pieces (a live stream from a running workload, a file still
@@ -572,7 +699,7 @@ impl TraceBuilder {
             if self.pending.len() < format::HEADER_LEN {
                 return Ok(0);
             }
-            let header = parse_header(&self.pending)?;
+            let header = parse_header_start(&self.pending)?;
             if self.pending.len() < header.len {
                 return Ok(0);
             }
@@ -600,7 +727,9 @@ impl TraceBuilder {
                     None => trace.unknown_records += 1,
                     Some(kind) => match Record::decode_payload(kind, f.payload) {
                         Ok(r) => {
-                            absorb(trace, r);
+                            if let Some(event) = absorb(trace, r) {
+                                trace.events.push(event);
+                            }
                             absorbed += 1;
                         }
                         Err(_) => trace.undecodable_records += 1,
@@ -658,22 +787,18 @@ impl TraceBuilder {
     }
 }
 
-/// Reads and decodes a trace file.
+/// Reads and decodes a trace file, streaming: the header is checked before anything else is
+/// read, and memory holds the decoded trace plus a bounded window (see [`crate::stream`]).
+/// Works on FIFOs and other unseekable inputs. For a merged job file, the first segment.
 pub fn read_trace_file(path: &Path) -> Result<Trace, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    read_trace(&bytes)
+    crate::stream::TraceStream::open(path)?
+        .read_all(true)
+        .map(|mut v| v.swap_remove(0))
 }
 
 /// Reads a trace file as [`read_traces`] does: one [`Trace`] per host segment.
 pub fn read_traces_file(path: &Path) -> Result<Vec<Trace>, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    read_traces(&bytes)
+    crate::stream::TraceStream::open(path)?.read_all(false)
 }
 
 #[cfg(test)]

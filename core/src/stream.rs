@@ -1,0 +1,420 @@
+//! Streaming reading of traces from any [`Read`] (a file, a FIFO, a pipe): the header is checked
+//! from the first 16 bytes before anything else is read, records come out as frames arrive, and
+//! memory stays bounded whatever the input holds.
+//!
+//! Memory: the frame being read (at most [`MAX_PAYLOAD_LEN`], the format's own limit), or while
+//! skipping damage a window of [`SCAN_WINDOW`] + [`RESYNC_MAX_PAYLOAD`] bytes (32 MiB) and its
+//! running CRCs; plus what the caller keeps (interned definitions, and events if it collects
+//! them). Endless garbage after a valid header is scanned window by window until the input
+//! ends; endless zeroes likewise (a zero frame header never passes the resync screen).
+//!
+//! The frames found are exactly those [`FrameIter`](crate::reader::FrameIter) finds in the same
+//! bytes held whole (`core/tests/stream.rs` checks this on mutated traces).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use crate::event::Record;
+use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
+use crate::reader::{
+    Assembler, DIRECT_CRC_MAX, Damage, Fed, FrameItem, Header, RESYNC_MAX_FLAGS, RESYNC_MAX_KIND,
+    RESYNC_MAX_PAYLOAD, RangeCrc, RawFrame, ReadError, Trace, header_past_end, parse_header_start,
+    set_file_len,
+};
+
+/// Candidate offsets examined per step of a resynchronisation; the window held is this plus the
+/// longest frame a resync may find.
+pub const SCAN_WINDOW: usize = 16 << 20;
+/// Bytes asked of the source per read (less may come: a FIFO gives what it has).
+const READ_CHUNK: usize = 256 << 10;
+/// Consumed bytes are dropped from the front of the buffer once there are this many.
+const COMPACT_AT: usize = 1 << 20;
+
+/// Frames of a trace body read from a stream; the same items as
+/// [`FrameIter`](crate::reader::FrameIter) gives for the same bytes.
+pub struct FrameReader<R> {
+    src: R,
+    /// `buf[..filled]` holds bytes `[base, base + filled)` of the stream; the rest is room
+    /// (zeroed once) for the next reads.
+    buf: Vec<u8>,
+    filled: usize,
+    base: u64,
+    /// Stream offset of the next frame.
+    pos: u64,
+    eof: bool,
+    done: bool,
+    /// [`SCAN_WINDOW`], smaller in tests of the window steps.
+    scan: usize,
+}
+
+impl<R: Read> FrameReader<R> {
+    /// `src` positioned at stream offset `start` (the first frame, after the header).
+    pub fn new(src: R, start: u64) -> Self {
+        FrameReader {
+            src,
+            buf: Vec::new(),
+            filled: 0,
+            base: start,
+            pos: start,
+            eof: false,
+            done: false,
+            scan: SCAN_WINDOW,
+        }
+    }
+
+    /// Bytes of the stream read so far (header included).
+    pub fn bytes_read(&self) -> u64 {
+        self.end()
+    }
+
+    fn end(&self) -> u64 {
+        self.base + self.filled as u64
+    }
+
+    /// Drops buffered bytes before stream offset `keep` (never needed again), and gives back
+    /// room a large frame needed.
+    fn discard_before(&mut self, keep: u64) {
+        let n = usize::try_from(keep.saturating_sub(self.base))
+            .unwrap_or(usize::MAX)
+            .min(self.filled);
+        if n > 0 {
+            self.buf.copy_within(n..self.filled, 0);
+            self.filled -= n;
+            self.base += n as u64;
+        }
+        let room = (self.filled + 8 * READ_CHUNK).max(2 * COMPACT_AT);
+        if self.buf.len() > 2 * room {
+            self.buf.truncate(room);
+            self.buf.shrink_to_fit();
+        }
+    }
+
+    /// Reads until the buffer reaches stream offset `to` or the input ends. Reads ahead by up to
+    /// [`READ_CHUNK`] when the source has it (a FIFO returns what it holds, never waits for it).
+    fn fill_to(&mut self, to: u64) -> io::Result<()> {
+        while !self.eof && self.end() < to {
+            let need = usize::try_from(to - self.end()).unwrap_or(usize::MAX);
+            // Grow by what is needed, at most 8 chunks at a time: an announced length is only
+            // a claim until the bytes are there.
+            let room = need.clamp(READ_CHUNK, 8 * READ_CHUNK);
+            if self.buf.len() - self.filled < room {
+                self.buf.resize(self.filled + room, 0);
+            }
+            match self.src.read(&mut self.buf[self.filled..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn slice(&self, from: u64, len: usize) -> &[u8] {
+        let i = usize::try_from(from.saturating_sub(self.base)).unwrap_or(usize::MAX);
+        let e = i.saturating_add(len).min(self.filled);
+        self.buf.get(i..e).unwrap_or(&[])
+    }
+
+    /// The next item, `None` at the end of the input.
+    pub fn next_item(&mut self) -> io::Result<Option<FrameItem<'_>>> {
+        if self.done {
+            return Ok(None);
+        }
+        if self.pos - self.base >= COMPACT_AT as u64 {
+            self.discard_before(self.pos);
+        }
+        let pos = self.pos;
+        self.fill_to(pos + 1)?;
+        if pos >= self.end() {
+            self.done = true;
+            return Ok(None);
+        }
+        if let Some((kind, flags, len)) = self.probe(pos)? {
+            self.pos = pos + (FRAME_HEADER_LEN + len) as u64;
+            let payload = self.slice(pos + FRAME_HEADER_LEN as u64, len);
+            return Ok(Some(FrameItem::Frame(RawFrame {
+                offset: pos,
+                kind,
+                flags,
+                payload,
+            })));
+        }
+        // As `FrameIter`: an invalid or overrunning frame is damage if a valid frame follows,
+        // else a cut.
+        match self.resync(pos + 1)? {
+            Some(next) => {
+                self.pos = next;
+                Ok(Some(FrameItem::Damage(Damage {
+                    offset: pos,
+                    len: next - pos,
+                })))
+            }
+            None => {
+                self.done = true;
+                Ok(Some(FrameItem::Truncated { offset: pos }))
+            }
+        }
+    }
+
+    /// Kind, flags and payload length of a valid frame at `pos`; `None` when it is invalid or
+    /// runs past the end of the input.
+    fn probe(&mut self, pos: u64) -> io::Result<Option<(u16, u16, usize)>> {
+        self.fill_to(pos + FRAME_HEADER_LEN as u64)?;
+        let Some(h) = format::parse_frame_header(self.slice(pos, FRAME_HEADER_LEN)) else {
+            return Ok(None);
+        };
+        let len = h.len as usize;
+        if len > MAX_PAYLOAD_LEN {
+            return Ok(None);
+        }
+        let start = pos + FRAME_HEADER_LEN as u64;
+        self.fill_to(start + len as u64)?;
+        let payload = self.slice(start, len);
+        if payload.len() < len || format::frame_crc(h.kind, h.flags, payload) != h.crc {
+            return Ok(None);
+        }
+        Ok(Some((h.kind, h.flags, len)))
+    }
+
+    /// The smallest offset at or after `from` holding a valid frame that a resync may find
+    /// (the rules of `FrameIter`), scanning [`SCAN_WINDOW`] candidates at a time.
+    fn resync(&mut self, from: u64) -> io::Result<Option<u64>> {
+        let mut start = from;
+        loop {
+            self.discard_before(start);
+            let reach = (self.scan + FRAME_HEADER_LEN + RESYNC_MAX_PAYLOAD) as u64;
+            self.fill_to(start + reach)?;
+            let end = self.end();
+            let Some(last) = end.checked_sub(FRAME_HEADER_LEN as u64) else {
+                return Ok(None);
+            };
+            if last < start {
+                return Ok(None);
+            }
+            let scan_last = last.min(start + self.scan as u64 - 1);
+            let window = self.slice(start, (end - start) as usize);
+            let count = (scan_last - start) as usize + 1;
+            if let Some(i) = find_frame(window, count) {
+                return Ok(Some(start + i as u64));
+            }
+            if self.eof && scan_last == last {
+                return Ok(None);
+            }
+            start = scan_last + 1;
+        }
+    }
+}
+
+/// First offset `p < count` of `bytes` where a frame passes the resync screen and its CRC. CRCs
+/// of long candidates come from running CRCs of the window, so each costs O(1).
+fn find_frame(bytes: &[u8], count: usize) -> Option<usize> {
+    let mut range: Option<RangeCrc> = None;
+    (0..count).find(|&p| {
+        let Some(h) = bytes
+            .get(p..p + FRAME_HEADER_LEN)
+            .and_then(format::parse_frame_header)
+        else {
+            return false;
+        };
+        if h.kind == 0 || h.kind >= RESYNC_MAX_KIND || h.flags >= RESYNC_MAX_FLAGS {
+            return false;
+        }
+        let len = h.len as usize;
+        if len > RESYNC_MAX_PAYLOAD || len > bytes.len() - p - FRAME_HEADER_LEN {
+            return false;
+        }
+        let start = p + FRAME_HEADER_LEN;
+        let crc = if len > DIRECT_CRC_MAX {
+            range
+                .get_or_insert_with(|| RangeCrc::new(bytes, 0))
+                .frame_crc(bytes, h.kind, h.flags, start, len)
+        } else {
+            format::frame_crc(h.kind, h.flags, &bytes[start..start + len])
+        };
+        crc == h.crc
+    })
+}
+
+/// Reads and checks a header from the start of `src`: the first 16 bytes, then (for a longer
+/// header of a later minor) the rest, which is skipped. `file_len`, when known, lets a header
+/// that runs past the end be refused without reading. `label` names the input in I/O errors.
+pub fn read_header(
+    src: &mut impl Read,
+    file_len: Option<u64>,
+    label: &str,
+) -> Result<Header, ReadError> {
+    let io_err = |err| ReadError::Io {
+        path: label.to_string(),
+        err,
+    };
+    let mut head = [0u8; HEADER_LEN];
+    let n = read_up_to(src, &mut head).map_err(io_err)?;
+    let header = parse_header_start(&head[..n])?;
+    if let Some(len) = file_len
+        && header.len as u64 > len
+    {
+        return Err(header_past_end(header.len, len));
+    }
+    let extra = (header.len - HEADER_LEN) as u64;
+    let skipped = io::copy(&mut src.take(extra), &mut io::sink()).map_err(io_err)?;
+    if skipped < extra {
+        return Err(header_past_end(header.len, HEADER_LEN as u64 + skipped));
+    }
+    Ok(header)
+}
+
+/// Reads until `buf` is full or the input ends; the count read.
+fn read_up_to(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// What [`TraceStream::next_record`] gives.
+#[derive(Debug)]
+pub enum Streamed {
+    /// An event record of the current segment (definitions, the manifest, blobs and the end
+    /// record are absorbed into [`TraceStream::trace`] instead).
+    Event(Record),
+    /// A merged job file's next segment starts: the previous one, finished (its events only if
+    /// the stream keeps them).
+    SegmentDone(Box<Trace>),
+}
+
+/// A trace read record by record from a stream. The current segment's definitions, manifest,
+/// client, end record, damage and counters are kept in [`TraceStream::trace`]; events are handed
+/// out (or kept, for [`TraceStream::read_all`]).
+pub struct TraceStream<R> {
+    frames: FrameReader<R>,
+    asm: Option<Assembler>,
+    label: String,
+    /// Length of the input when known up front (a regular file).
+    len_hint: Option<u64>,
+}
+
+impl TraceStream<File> {
+    /// Opens a trace file (or FIFO, or device) and checks its header; nothing more is read.
+    pub fn open(path: &Path) -> Result<Self, ReadError> {
+        let label = path.display().to_string();
+        let io_err = |err| ReadError::Io {
+            path: label.clone(),
+            err,
+        };
+        let mut f = File::open(path).map_err(io_err)?;
+        let meta = f.metadata().map_err(io_err)?;
+        if meta.is_dir() {
+            return Err(io_err(io::Error::from(io::ErrorKind::IsADirectory)));
+        }
+        let len = meta.is_file().then_some(meta.len());
+        let header = read_header(&mut f, len, &label)?;
+        Ok(TraceStream::with_header(f, header, label, len))
+    }
+}
+
+impl<R: Read> TraceStream<R> {
+    /// Checks the header at the start of `src`. `label` names the input in I/O errors.
+    pub fn new(mut src: R, label: impl Into<String>) -> Result<Self, ReadError> {
+        let label = label.into();
+        let header = read_header(&mut src, None, &label)?;
+        Ok(TraceStream::with_header(src, header, label, None))
+    }
+
+    fn with_header(src: R, header: Header, label: String, len_hint: Option<u64>) -> Self {
+        TraceStream {
+            frames: FrameReader::new(src, header.len as u64),
+            asm: Some(Assembler::new(header, false)),
+            label,
+            len_hint,
+        }
+    }
+
+    /// Examines `n` candidate offsets per resync step instead of [`SCAN_WINDOW`] (tests of the
+    /// window steps); `n >= 1`.
+    #[doc(hidden)]
+    pub fn set_scan_window(&mut self, n: usize) {
+        self.frames.scan = n.max(1);
+    }
+
+    /// The current segment as read so far (without its events).
+    pub fn trace(&self) -> Option<&Trace> {
+        self.asm.as_ref().map(|a| &a.trace)
+    }
+
+    fn known_len(&self) -> u64 {
+        self.len_hint.unwrap_or(0).max(self.frames.bytes_read())
+    }
+
+    /// The next event or finished segment; `None` at the end of the input (then [`finish`]).
+    ///
+    /// [`finish`]: TraceStream::finish
+    pub fn next_record(&mut self) -> Result<Option<Streamed>, ReadError> {
+        self.step(false)
+    }
+
+    fn step(&mut self, first_only: bool) -> Result<Option<Streamed>, ReadError> {
+        loop {
+            let len = self.known_len();
+            let Some(asm) = self.asm.as_mut() else {
+                return Ok(None);
+            };
+            let item = match self.frames.next_item() {
+                Ok(Some(item)) => item,
+                Ok(None) => return Ok(None),
+                Err(err) => {
+                    return Err(ReadError::Io {
+                        path: self.label.clone(),
+                        err,
+                    });
+                }
+            };
+            match asm.feed(item, first_only, len) {
+                Fed::Nothing => {}
+                Fed::Event(r) => return Ok(Some(Streamed::Event(r))),
+                Fed::SegmentDone(t) => return Ok(Some(Streamed::SegmentDone(t))),
+                Fed::Stop => return Ok(None),
+            }
+        }
+    }
+
+    /// The last segment, with its completeness (call after [`TraceStream::next_record`] gave `None`).
+    pub fn finish(mut self) -> Option<Trace> {
+        let len = self.frames.bytes_read();
+        self.asm.take().map(|a| a.finish(len))
+    }
+
+    /// Reads everything, keeping events: one trace per segment (`first_only`: just the first,
+    /// and reading stops where the second starts).
+    pub fn read_all(mut self, first_only: bool) -> Result<Vec<Trace>, ReadError> {
+        if let Some(a) = self.asm.take() {
+            self.asm = Some(Assembler::new(a.trace.header, true));
+        }
+        let mut done = Vec::new();
+        while let Some(s) = self.step(first_only)? {
+            if let Streamed::SegmentDone(t) = s {
+                done.push(*t);
+            }
+        }
+        let len = if first_only {
+            self.known_len()
+        } else {
+            self.frames.bytes_read()
+        };
+        if let Some(a) = self.asm.take() {
+            done.push(a.finish(len));
+        }
+        // Earlier segments were finished before the input's length was known.
+        for t in &mut done {
+            set_file_len(t, len);
+        }
+        Ok(done)
+    }
+}
