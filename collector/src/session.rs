@@ -50,7 +50,7 @@ pub fn start(plugin: PluginInfo) -> bool {
         );
         let hub = cfg
             .live
-            .then(|| crate::live::Hub::new(cfg.live_viewer_budget_bytes));
+            .then(crate::live::Hub::new);
         let handle = writer::start_with_live(rec, manifest, path, cfg.size_cap_bytes, hub.clone());
         if let Some(h) = &handle {
             if let Some(hub) = hub {

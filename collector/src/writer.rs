@@ -651,16 +651,12 @@ impl Writer {
         }
     }
 
-    /// Registers new live viewers between two frames (their history is the file up to here,
-    /// flushed) and wakes the senders of the frames written since the last loop.
+    /// A new live viewer waits for a flush: its backlog is then everything written so far (each
+    /// flush wakes the viewers' senders, which read the file back; see `live`).
     fn serve_viewers(&mut self) -> io::Result<()> {
-        if self.trace.get_ref().wants_registration() {
+        if self.trace.get_ref().wants_flush() {
             self.flush()?;
-            self.trace
-                .get_ref()
-                .register_pending(self.trace.bytes_written());
         }
-        self.trace.get_ref().wake_viewers();
         Ok(())
     }
 
