@@ -73,6 +73,95 @@ pub struct TraceInfo {
     pub completeness: String,
     pub events: u64,
     pub dropped_events: u64,
+    /// Recording stopped before the process ended (file size limit, full disk, writer failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording_stopped: Option<StoppedReport>,
+}
+
+/// Recording stopped early: when, why, and how much of the run is not in the trace.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoppedReport {
+    /// Seconds from the run's start to the stop, and to the process's exit (to the trace's last
+    /// record when the exit was not recorded).
+    pub at_s: f64,
+    pub run_s: f64,
+    /// The share of the run's time after the stop, 0–1.
+    pub share_after: f64,
+    pub reason: String,
+    /// Events seen after the stop and not recorded, by kind (`dropped`: lost to a full queue).
+    pub not_recorded: BTreeMap<String, u64>,
+    pub not_recorded_total: u64,
+    /// Whether the process reached its exit after the stop (else what was not recorded is
+    /// unknown).
+    pub counted: bool,
+}
+
+/// What a trace says about recording that stopped early (`None` when it did not).
+pub fn recording_stopped(trace: &Trace) -> Option<StoppedReport> {
+    let s = trace.recording_stopped()?;
+    let start = trace
+        .manifest
+        .as_ref()
+        .map_or(s.t_ns, |m| m.start_mono_ns.min(s.t_ns));
+    let last_record = trace.events.iter().filter_map(|r| r.t_ns()).max();
+    let end = [
+        Some(s.exit_t_ns),
+        trace.end.as_ref().map(|e| e.t_ns),
+        last_record,
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(s.t_ns)
+    .max(s.t_ns);
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let run = end - start;
+    let not_recorded: BTreeMap<String, u64> = s
+        .not_recorded
+        .iter()
+        .map(|k| (k.kind.clone(), k.count))
+        .collect();
+    Some(StoppedReport {
+        at_s: secs(s.t_ns - start),
+        run_s: secs(run),
+        share_after: if run == 0 {
+            0.0
+        } else {
+            (end - s.t_ns) as f64 / run as f64
+        },
+        reason: s.reason.clone(),
+        not_recorded_total: not_recorded.values().sum(),
+        not_recorded,
+        counted: s.exit_t_ns != 0,
+    })
+}
+
+/// One line about recording that stopped early, for `run`'s summary and the report's warnings.
+pub fn stopped_line(s: &StoppedReport) -> String {
+    let mut line = format!(
+        "recording stopped early, {:.2} s into a {:.2} s run ({}): the last {:.0}% of the run is not in the trace",
+        s.at_s,
+        s.run_s,
+        s.reason,
+        s.share_after * 100.0
+    );
+    if s.counted {
+        let mut by_kind: Vec<(&String, &u64)> = s.not_recorded.iter().collect();
+        by_kind.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        line.push_str(&format!(
+            "; {} events not recorded{}",
+            s.not_recorded_total,
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kinds.join(", "))
+            }
+        ));
+    } else {
+        line.push_str("; the process ended without counting what was not recorded");
+    }
+    line
 }
 
 /// How several traces were related.
@@ -540,6 +629,7 @@ fn trace_info(run: usize, path: &str, trace: &Trace) -> TraceInfo {
             Completeness::Cut { .. } => "cut".into(),
         },
         events: trace.events.len() as u64,
+        recording_stopped: recording_stopped(trace),
         dropped_events: trace.end.as_ref().map_or_else(
             || {
                 trace
@@ -594,6 +684,9 @@ fn warnings(out: &mut Vec<String>, path: &str, trace: &Trace) {
             "{path}: {} damaged region(s) skipped",
             trace.damage.len()
         ));
+    }
+    if let Some(s) = recording_stopped(trace) {
+        out.push(format!("{path}: {}", stopped_line(&s)));
     }
     if trace.unknown_records > 0 {
         out.push(format!(

@@ -96,6 +96,12 @@ pub fn print_trace_summary(path: &Path) {
         "  cache stores {}, cache loads {} ({} failed), errors {}, dropped events {}",
         c.cache_stores, c.cache_loads, c.cache_load_failures, c.errors, c.dropped
     );
+    if let Some(s) = tpuscope_analyzers::report::recording_stopped(&trace) {
+        eprintln!(
+            "  warning: {}",
+            tpuscope_analyzers::report::stopped_line(&s)
+        );
+    }
     if let Some(w) = completeness_warning(path, &trace) {
         eprintln!("  {w}");
     }

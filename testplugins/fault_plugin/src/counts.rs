@@ -30,6 +30,7 @@ pub enum Counter {
     ExecutableDeserializeAndLoad,
     BufferDestroy,
     ExecutableOptimizedProgram,
+    DeviceMemoryStats,
     /// Errors this plugin returned instead of calling the real plugin.
     InjectedErrors,
     /// Of those, how many the caller destroyed (through `PJRT_Error_Destroy`).
@@ -39,7 +40,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 21] = [
+    pub const ALL: [Counter; 22] = [
         Counter::ClientCreate,
         Counter::ClientCompile,
         Counter::Compile,
@@ -58,6 +59,7 @@ impl Counter {
         Counter::ExecutableDeserializeAndLoad,
         Counter::BufferDestroy,
         Counter::ExecutableOptimizedProgram,
+        Counter::DeviceMemoryStats,
         Counter::InjectedErrors,
         Counter::InjectedErrorsDestroyed,
         Counter::InjectedDelays,
@@ -86,6 +88,7 @@ impl Counter {
             Counter::ExecutableDeserializeAndLoad => "Executable_DeserializeAndLoad",
             Counter::BufferDestroy => "Buffer_Destroy",
             Counter::ExecutableOptimizedProgram => "Executable_OptimizedProgram",
+            Counter::DeviceMemoryStats => "Device_MemoryStats",
             Counter::InjectedErrors => "Injected_Errors",
             Counter::InjectedErrorsDestroyed => "Injected_ErrorsDestroyed",
             Counter::InjectedDelays => "Injected_Delays",

@@ -69,6 +69,7 @@ pub fn build_table(api: &'static PjrtApi) -> *const PjrtApi {
         &mut t.executable_optimized_program,
         executable_optimized_program,
     );
+    set(&mut t.device_memory_stats, device_memory_stats);
     set(&mut t.error_get_code, error_get_code);
     set(&mut t.error_for_each_payload, error_for_each_payload);
     if t.error_destroy.is_some() {
@@ -187,6 +188,12 @@ macro_rules! hook {
 }
 
 hook!(client_create, ClientCreateArgs, Counter::ClientCreate, None);
+hook!(
+    device_memory_stats,
+    DeviceMemoryStatsArgs,
+    Counter::DeviceMemoryStats,
+    Some(Kind::MemoryStats)
+);
 hook!(
     client_compile,
     ClientCompileArgs,

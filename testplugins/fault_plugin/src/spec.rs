@@ -4,7 +4,7 @@
 //! - kind: `compile` (`PJRT_Client_Compile` and `PJRT_Compile`), `execute`, `h2d`
 //!   (`PJRT_Client_BufferFromHostBuffer`), `to_host` (real copies: `PJRT_Buffer_ToHostBuffer`
 //!   with a destination, and `PJRT_Buffer_CopyRawToHost`; size queries are not numbered),
-//!   `serialize`, `deserialize`;
+//!   `serialize`, `deserialize`, `memory_stats` (`PJRT_Device_MemoryStats`);
 //! - action: `error`, `oom` (RESOURCE_EXHAUSTED with libtpu's out-of-memory text) or `delay_ms=K`;
 //! - calls: `N` (the Nth call of that kind, 1-based), `N-M` (inclusive), or `*` (every call).
 //!
@@ -21,16 +21,18 @@ pub enum Kind {
     ToHost,
     Serialize,
     Deserialize,
+    MemoryStats,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Compile,
         Kind::Execute,
         Kind::H2d,
         Kind::ToHost,
         Kind::Serialize,
         Kind::Deserialize,
+        Kind::MemoryStats,
     ];
 
     pub fn name(self) -> &'static str {
@@ -41,6 +43,7 @@ impl Kind {
             Kind::ToHost => "to_host",
             Kind::Serialize => "serialize",
             Kind::Deserialize => "deserialize",
+            Kind::MemoryStats => "memory_stats",
         }
     }
 

@@ -44,6 +44,7 @@ pub const COUNT_KEYS: &[&str] = &[
     "Executable_DeserializeAndLoad",
     "Buffer_Destroy",
     "Executable_OptimizedProgram",
+    "Device_MemoryStats",
     "Injected_Errors",
     "Injected_ErrorsDestroyed",
     "Injected_Delays",
