@@ -1,5 +1,8 @@
 //! Reading a running workload's live stream: connect to its socket, decode the trace it sends
-//! (history first, then live frames) as it arrives.
+//! (its backlog, an end-of-backlog mark, then live frames) as it arrives, with bounded memory: a
+//! reader thread holds at most [`CHANNEL_CHUNKS`] chunks before the socket pushes back, and
+//! `tpuscope_core::live::LiveDecoder` refuses absurd frames and holds the decoded trace to
+//! `TPUSCOPE_LIVE_MAX_MB`.
 
 use std::io::{ErrorKind, Read};
 use std::os::unix::net::UnixStream;
@@ -7,8 +10,15 @@ use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
-use tpuscope_core::{Trace, TraceBuilder};
+use anyhow::{Result, anyhow, bail};
+use tpuscope_core::Trace;
+use tpuscope_core::live::{LiveDecoder, LiveError};
+
+/// Bytes a reader thread reads at once.
+const CHUNK: usize = 64 << 10;
+/// Chunks read and not yet taken that a reader thread holds before it waits (then the socket
+/// fills and the workload's sender waits: nothing piles up on either side).
+pub const CHANNEL_CHUNKS: usize = 16;
 
 /// Connects to the live socket of `pid`, with a message that says what to do when it is not one.
 pub fn connect(pid: u32) -> Result<(UnixStream, PathBuf)> {
@@ -29,6 +39,31 @@ pub fn connect(pid: u32) -> Result<(UnixStream, PathBuf)> {
     }
 }
 
+/// A decoder held to the user's limit (`TPUSCOPE_LIVE_MAX_MB`).
+pub fn decoder() -> Result<LiveDecoder> {
+    let limit = tpuscope_core::live::viewer_limit_bytes().map_err(|e| anyhow!(e))?;
+    Ok(LiveDecoder::new(limit))
+}
+
+/// Takes all of `bytes` (a live view reads on past the end of the backlog).
+pub fn feed(decoder: &mut LiveDecoder, mut bytes: &[u8]) -> Result<(), LiveError> {
+    while !bytes.is_empty() {
+        let p = decoder.push(bytes)?;
+        bytes = bytes.get(p.consumed..).unwrap_or_default();
+    }
+    Ok(())
+}
+
+/// Why a stream ended with nothing to show (`None` when it ended after a trace arrived).
+pub fn closed_early(decoder: &LiveDecoder) -> Option<String> {
+    decoder.trace().is_none().then(|| {
+        format!(
+            "the process closed the connection: it sent no trace ({} bytes; it may be exiting)",
+            decoder.bytes_received()
+        )
+    })
+}
+
 /// Bytes read from the stream by a background thread: a chunk, or the end (with an error text
 /// when it ended badly).
 pub enum Chunk {
@@ -36,13 +71,14 @@ pub enum Chunk {
     End(Option<String>),
 }
 
-/// Reads the stream on its own thread so the UI never blocks on the socket.
+/// Reads the stream on its own thread so the UI never blocks on the socket. The channel holds
+/// at most [`CHANNEL_CHUNKS`] chunks: a consumer that falls behind slows the reader down.
 pub fn spawn_reader(mut stream: UnixStream) -> Receiver<Chunk> {
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
     let spawned = std::thread::Builder::new()
         .name("tpuscope-live-reader".into())
         .spawn(move || {
-            let mut buf = vec![0u8; 1 << 16];
+            let mut buf = vec![0u8; CHUNK];
             loop {
                 match stream.read(&mut buf) {
                     Ok(0) => {
@@ -50,7 +86,8 @@ pub fn spawn_reader(mut stream: UnixStream) -> Receiver<Chunk> {
                         return;
                     }
                     Ok(n) => {
-                        if tx.send(Chunk::Data(buf[..n].to_vec())).is_err() {
+                        let data = buf.get(..n).unwrap_or_default().to_vec();
+                        if tx.send(Chunk::Data(data)).is_err() {
                             return;
                         }
                     }
@@ -63,7 +100,7 @@ pub fn spawn_reader(mut stream: UnixStream) -> Receiver<Chunk> {
             }
         });
     if let Err(e) = spawned {
-        let (tx2, rx2) = mpsc::channel();
+        let (tx2, rx2) = mpsc::sync_channel(1);
         let _ = tx2.send(Chunk::End(Some(format!(
             "cannot start a reader thread: {e}"
         ))));
@@ -72,31 +109,49 @@ pub fn spawn_reader(mut stream: UnixStream) -> Receiver<Chunk> {
     rx
 }
 
-/// The state of a process now: everything it has sent until it has been quiet for `quiet` (the
-/// history is sent at once, then only live events trickle in), or until it ended, or `limit`.
-pub fn snapshot(stream: UnixStream, quiet: Duration, limit: Duration) -> Result<Trace> {
-    let rx = spawn_reader(stream);
-    let mut builder = TraceBuilder::new();
+/// The state of a process at the moment of the request: its stream up to the end-of-backlog
+/// mark (the trace as written when the connection was made). Fails after `limit` without the
+/// mark, or when the stream ends before it (unless it ended with the trace's end record: the
+/// process finished meanwhile).
+pub fn snapshot(mut stream: UnixStream, limit: Duration) -> Result<Trace> {
+    let mut decoder = decoder()?;
     let start = Instant::now();
+    let mut buf = vec![0u8; CHUNK];
     loop {
         let left = limit.saturating_sub(start.elapsed());
         if left.is_zero() {
-            break;
+            bail!(
+                "no end of backlog from the process within {} s ({} bytes received): it is not served by this version of tpuscope's collector, or it is stuck",
+                limit.as_secs(),
+                decoder.bytes_received()
+            );
         }
-        match rx.recv_timeout(quiet.min(left)) {
-            Ok(Chunk::Data(d)) => {
-                builder.push(&d)?;
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf) {
+            Ok(0) => {
+                if let Some(why) = closed_early(&decoder) {
+                    bail!(why);
+                }
+                let complete = decoder.trace().is_some_and(|t| t.end.is_some());
+                if !complete {
+                    bail!(
+                        "the process closed the connection: the stream ended after {} bytes, before the end of its backlog",
+                        decoder.bytes_received()
+                    );
+                }
+                break;
             }
-            Ok(Chunk::End(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if builder.trace().is_some() {
+            Ok(n) => {
+                if decoder.push(buf.get(..n).unwrap_or_default())?.backlog_end {
                     break;
                 }
             }
+            Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
+            Err(e) if e.kind() == ErrorKind::TimedOut => {}
+            Err(e) => bail!("reading the stream: {e}"),
         }
     }
-    match builder.into_trace() {
-        Some(t) => Ok(t),
-        None => bail!("the process sent no trace header before the timeout"),
-    }
+    decoder
+        .into_trace()
+        .ok_or_else(|| anyhow!("the process sent no trace"))
 }

@@ -8,13 +8,13 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use tpuscope_analyzers::report::{self, Input};
+use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
-use tpuscope_core::{Trace, TraceBuilder};
 use tpuscope_tui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use tpuscope_tui::{Action, App, Extra, Model, RunState, term};
 
@@ -32,6 +32,9 @@ const OUTPUT_LINES: usize = 5000;
 /// What feeds the view.
 struct Feed {
     rx: Option<Receiver<Chunk>>,
+    /// A chunk the model thread had no room for yet (its queue is bounded: a slow analysis
+    /// slows the reader down instead of piling bytes up).
+    held: Option<Vec<u8>>,
     ended: bool,
     error: Option<String>,
     new_data: bool,
@@ -41,19 +44,30 @@ impl Feed {
     fn new(rx: Option<Receiver<Chunk>>) -> Feed {
         Feed {
             rx,
+            held: None,
             ended: false,
             error: None,
             new_data: false,
         }
     }
 
-    /// Hands what arrived to the model thread, which decodes it.
+    /// Hands what arrived to the model thread, which decodes it, as far as it has room.
     fn drain(&mut self, models: &Rebuilder) {
+        if let Some(d) = self.held.take() {
+            if let Err(d) = models.push(d) {
+                self.held = Some(d);
+                return;
+            }
+            self.new_data = true;
+        }
         let Some(rx) = &self.rx else { return };
         loop {
             match rx.try_recv() {
                 Ok(Chunk::Data(d)) => {
-                    models.push(d);
+                    if let Err(d) = models.push(d) {
+                        self.held = Some(d);
+                        return;
+                    }
                     self.new_data = true;
                 }
                 Ok(Chunk::End(err)) => {
@@ -61,12 +75,14 @@ impl Feed {
                     self.error = err;
                     self.new_data = true;
                     self.rx = None;
+                    models.closed();
                     return;
                 }
                 Err(TryRecvError::Empty) => return,
                 Err(TryRecvError::Disconnected) => {
                     self.ended = true;
                     self.rx = None;
+                    models.closed();
                     return;
                 }
             }
@@ -120,7 +136,7 @@ fn build_model(trace: &Trace, label: &str, state: RunState, output: &[String]) -
 /// quick while a large trace is analysed (hundreds of ms past ~200k events): the loop only
 /// forwards bytes, and shows the previous model meanwhile.
 struct Rebuilder {
-    jobs: Sender<ToModel>,
+    jobs: SyncSender<ToModel>,
     done: Receiver<FromModel>,
     busy: bool,
 }
@@ -128,6 +144,8 @@ struct Rebuilder {
 enum ToModel {
     /// More of the stream (a trace, in order).
     Data(Vec<u8>),
+    /// The stream ended.
+    Closed,
     /// Build a model of everything so far.
     Build {
         state: RunState,
@@ -144,26 +162,31 @@ enum FromModel {
 
 impl Rebuilder {
     fn new(label: &str) -> Result<Rebuilder> {
-        let (jobs, job_rx) = mpsc::channel::<ToModel>();
+        let (jobs, job_rx) = mpsc::sync_channel::<ToModel>(live_stream::CHANNEL_CHUNKS);
         let (done_tx, done) = mpsc::channel();
         let label = label.to_string();
+        let mut decoder = live_stream::decoder()?;
         std::thread::Builder::new()
             .name("tpuscope-live-model".into())
             .spawn(move || {
-                let mut builder = TraceBuilder::new();
                 let mut broken = false;
                 for job in job_rx {
                     let reply = match job {
                         ToModel::Data(_) if broken => continue,
-                        ToModel::Data(d) => match builder.push(&d) {
-                            Ok(_) => continue,
+                        ToModel::Data(d) => match live_stream::feed(&mut decoder, &d) {
+                            Ok(()) => continue,
                             Err(e) => {
+                                // What was decoded stays on screen.
                                 broken = true;
                                 FromModel::Broken(e.to_string())
                             }
                         },
+                        ToModel::Closed => match live_stream::closed_early(&decoder) {
+                            Some(why) => FromModel::Broken(why),
+                            None => continue,
+                        },
                         ToModel::Build { state, output } => FromModel::Model(
-                            builder
+                            decoder
                                 .trace()
                                 .map(|t| Box::new(build_model(t, &label, state, &output))),
                         ),
@@ -181,17 +204,29 @@ impl Rebuilder {
         })
     }
 
-    fn push(&self, bytes: Vec<u8>) {
-        let _ = self.jobs.send(ToModel::Data(bytes));
+    /// Queues more of the stream; gives it back when the queue is full.
+    fn push(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
+        match self.jobs.try_send(ToModel::Data(bytes)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(ToModel::Data(b))) => Err(b),
+            // The thread is gone (it said why): nothing to keep.
+            Err(_) => Ok(()),
+        }
     }
 
-    /// Asks for a model of everything pushed so far.
+    /// The stream ended: the thread says so if no trace came.
+    fn closed(&self) {
+        let _ = self.jobs.try_send(ToModel::Closed);
+    }
+
+    /// Asks for a model of everything pushed so far (not now if the queue is full: the loop
+    /// asks again).
     fn start(&mut self, state: RunState, output: &[String]) {
         let job = ToModel::Build {
             state,
             output: output.to_vec(),
         };
-        self.busy = self.jobs.send(job).is_ok();
+        self.busy = self.jobs.try_send(job).is_ok();
     }
 
     /// What the thread has to say, if anything yet.
@@ -270,8 +305,13 @@ fn run_loop(
                 app.set_model(*model, now_ms(start));
                 need_draw = true;
             }
-            Some(FromModel::Broken(e)) if !feed.ended => {
-                feed.error = Some(e);
+            Some(FromModel::Broken(e)) => {
+                // The first word on why the stream stopped is the one shown (in the output
+                // pane, the view's only place for text).
+                if feed.error.is_none() {
+                    output.push(format!("tpuscope: the live stream stopped: {e}"));
+                    feed.error = Some(e);
+                }
                 feed.ended = true;
                 feed.rx = None;
                 feed.new_data = true;
@@ -286,8 +326,11 @@ fn run_loop(
                 RunState::Live
             };
             rebuilder.start(state, &output);
-            feed.new_data = false;
-            last_rebuild = Some(Instant::now());
+            // A full queue takes the request next time round.
+            if rebuilder.busy {
+                feed.new_data = false;
+                last_rebuild = Some(Instant::now());
+            }
         }
         app.tick(now_ms(start));
         if need_draw || last_draw.elapsed() >= IDLE_REDRAW {
@@ -385,6 +428,16 @@ pub(crate) fn parent_of(pid: u32) -> Option<u32> {
 mod tests {
     use super::*;
 
+    /// Queues bytes, waiting while the thread's queue is full.
+    fn push_all(r: &Rebuilder, mut bytes: Vec<u8>) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(b) = r.push(bytes) {
+            assert!(Instant::now() < deadline, "the queue never drained");
+            bytes = b;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Waits for the thread's next model.
     fn next_model(r: &mut Rebuilder) -> Option<Box<Model>> {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -411,10 +464,15 @@ mod tests {
         r.start(RunState::Live, &out);
         assert!(next_model(&mut r).is_none());
         for piece in bytes.chunks(4096) {
-            r.push(piece.to_vec());
+            push_all(&r, piece.to_vec());
         }
+        let deadline = Instant::now() + Duration::from_secs(30);
         r.start(RunState::Ended, &out);
-        assert!(r.busy);
+        while !r.busy {
+            assert!(Instant::now() < deadline, "never took the request");
+            std::thread::sleep(Duration::from_millis(1));
+            r.start(RunState::Ended, &out);
+        }
         let model = next_model(&mut r).unwrap();
         assert!(!r.busy);
         let here = build_model(&trace, "pid 1", RunState::Ended, &out);
@@ -427,8 +485,8 @@ mod tests {
     #[test]
     fn a_stream_that_is_not_a_trace_is_reported_once() {
         let mut r = Rebuilder::new("pid 1").unwrap();
-        r.push(b"definitely not a tpuscope trace header".to_vec());
-        r.push(b"more".to_vec());
+        push_all(&r, b"definitely not a tpuscope trace header".to_vec());
+        push_all(&r, b"more".to_vec());
         let deadline = Instant::now() + Duration::from_secs(30);
         let e = loop {
             if let Some(FromModel::Broken(e)) = r.poll() {

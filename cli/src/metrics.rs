@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use tpuscope_analyzers::report::{self, Input};
-use tpuscope_core::TraceBuilder;
+use tpuscope_core::live::LiveDecoder;
 
 use crate::live_stream::{self, Chunk};
 use series::{Monotonic, ProcMetrics, ProcState};
@@ -85,7 +85,12 @@ impl Exporter {
             .to_ip()
             .context("the metrics server has no IP address")?;
 
-        let state = Arc::new(Mutex::new(State::new(std::process::id(), hostname())));
+        let limit = tpuscope_core::live::viewer_limit_bytes().map_err(|e| anyhow::anyhow!(e))?;
+        let state = Arc::new(Mutex::new(State::new(
+            std::process::id(),
+            hostname(),
+            limit,
+        )));
         let stop = Arc::new(AtomicBool::new(false));
         let watcher = {
             let (state, stop) = (Arc::clone(&state), Arc::clone(&stop));
@@ -186,7 +191,7 @@ fn hostname() -> String {
 /// One watched process.
 struct Proc {
     rx: Option<Receiver<Chunk>>,
-    builder: TraceBuilder,
+    decoder: LiveDecoder,
     running: bool,
     new_data: bool,
     last_analysis: Option<Instant>,
@@ -200,7 +205,7 @@ impl Proc {
             match rx.try_recv() {
                 Ok(Chunk::Data(d)) => {
                     self.new_data = true;
-                    if self.builder.push(&d).is_err() {
+                    if live_stream::feed(&mut self.decoder, &d).is_err() {
                         // Not a trace (or a newer major version): keep what was understood.
                         self.stop();
                         return;
@@ -229,7 +234,7 @@ impl Proc {
         {
             return;
         }
-        let Some(trace) = self.builder.trace() else {
+        let Some(trace) = self.decoder.trace() else {
             return;
         };
         let rep = report::analyze(&[Input {
@@ -251,16 +256,19 @@ struct State {
     procs: BTreeMap<u32, Proc>,
     last_scan: Option<Instant>,
     guard: Monotonic,
+    /// The most decoded trace held per process (`TPUSCOPE_LIVE_MAX_MB`).
+    limit: u64,
 }
 
 impl State {
-    fn new(root: u32, host: String) -> State {
+    fn new(root: u32, host: String, limit: u64) -> State {
         State {
             root,
             host,
             procs: BTreeMap::new(),
             last_scan: None,
             guard: Monotonic::default(),
+            limit,
         }
     }
 
@@ -280,7 +288,7 @@ impl State {
                     pid,
                     Proc {
                         rx: Some(live_stream::spawn_reader(stream)),
-                        builder: TraceBuilder::new(),
+                        decoder: LiveDecoder::new(self.limit),
                         running: true,
                         new_data: false,
                         last_analysis: None,

@@ -13,6 +13,9 @@ use tpuscope_core::live;
 
 /// How long a process may take to send its manifest.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Bytes read at most for it: a trace starts with its manifest, a few KiB (a socket that sends
+/// more without one is not a tpuscope process).
+const PROBE_MAX_BYTES: usize = 4 << 20;
 
 #[derive(Debug, clap::Args)]
 pub struct PsArgs {
@@ -116,7 +119,7 @@ fn probe(pid: u32, socket: &Path) -> Probe {
 }
 
 /// Reads the stream's first bytes until the manifest decodes (a trace starts with it), then
-/// hangs up.
+/// hangs up; gives up past [`PROBE_TIMEOUT`] or [`PROBE_MAX_BYTES`].
 fn read_manifest(mut s: UnixStream) -> Option<Manifest> {
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let mut bytes = Vec::new();
@@ -127,7 +130,10 @@ fn read_manifest(mut s: UnixStream) -> Option<Manifest> {
             .ok()?;
         match s.read(&mut buf) {
             Ok(0) => return None,
-            Ok(n) => bytes.extend_from_slice(buf.get(..n)?),
+            Ok(n) if bytes.len() + n <= PROBE_MAX_BYTES => {
+                bytes.extend_from_slice(buf.get(..n)?);
+            }
+            Ok(_) => return None,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => return None,
         }
