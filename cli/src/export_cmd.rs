@@ -2,7 +2,6 @@
 //! chrome://tracing) and flamegraph SVG of compile or sync time by Python stack.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -12,6 +11,8 @@ use tpuscope_analyzers::flame::{self, FlameKind};
 use tpuscope_analyzers::steps::executable_names;
 use tpuscope_core::event::{Direction, ErrorInfo, Record, StackId};
 use tpuscope_core::{ReadError, Trace};
+
+use crate::output::Output;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
@@ -51,18 +52,14 @@ const DEVICE_TID_BASE: u64 = 1_000_000;
 const SUMMARY_TID: u64 = 2_000_000;
 
 pub fn export(args: &ExportArgs) -> Result<i32> {
-    // Refuse early so that a long conversion is not wasted on an output we may not write.
-    if !args.force && args.output.exists() {
-        return Err(anyhow!(
-            "{} exists (use --force to overwrite)",
-            args.output.display()
-        ));
-    }
+    // Opened first: a long conversion is not wasted on an output we may not write, and an
+    // output that is the input is refused before anything is read.
+    let out = Output::create(&args.output, args.force, &[&args.trace])?;
     // A merged job file: every host, on the job timeline.
     let traces = read_traces(&args.trace)?;
     let trace = match traces.as_slice() {
         [one] => one,
-        _ => return export_job(args, &traces),
+        _ => return export_job(args, &traces, out),
     };
     let body = match args.format {
         ExportFormat::ChromeJson => {
@@ -88,30 +85,30 @@ pub fn export(args: &ExportArgs) -> Result<i32> {
             .map_err(|e| anyhow!("{}: {e}", args.trace.display()))?
         }
     };
-    write_body(args, body)
+    write_body(args, out, body)
 }
 
 /// Writes the document, gzipped when the output is named `*.gz`.
-fn write_body(args: &ExportArgs, body: String) -> Result<i32> {
+fn write_body(args: &ExportArgs, mut out: Output, body: String) -> Result<i32> {
     let gz = args
         .output
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
-    let bytes = if gz {
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        enc.write_all(body.as_bytes())
-            .and_then(|()| enc.finish())
-            .context("compressing")?
+    // The output's write errors name it already.
+    if gz {
+        let mut enc = flate2::write::GzEncoder::new(&mut out, flate2::Compression::default());
+        enc.write_all(body.as_bytes())?;
+        enc.finish()?;
     } else {
-        body.into_bytes()
-    };
-    write_output(&args.output, &bytes, args.force)?;
+        out.write_all(body.as_bytes())?;
+    }
+    out.commit()?;
     Ok(0)
 }
 
 /// The hosts of a merged job file: Chrome JSON with one process per host, its times shifted
 /// onto the job timeline (0 = the earliest host's start); a flamegraph of all hosts' stacks.
-fn export_job(args: &ExportArgs, traces: &[Trace]) -> Result<i32> {
+fn export_job(args: &ExportArgs, traces: &[Trace], out: Output) -> Result<i32> {
     let body = match args.format {
         ExportFormat::ChromeJson => {
             let starts: Vec<i128> = traces
@@ -172,7 +169,7 @@ fn export_job(args: &ExportArgs, traces: &[Trace]) -> Result<i32> {
             .map_err(|e| anyhow!("{}: {e}", args.trace.display()))?
         }
     };
-    write_body(args, body)
+    write_body(args, out, body)
 }
 
 fn read_traces(path: &Path) -> Result<Vec<Trace>> {
@@ -181,31 +178,6 @@ fn read_traces(path: &Path) -> Result<Vec<Trace>> {
         ReadError::Io { .. } => anyhow!("{e}"),
         other => anyhow!("{}: {other}", path.display()),
     })
-}
-
-fn write_output(path: &Path, bytes: &[u8], force: bool) -> Result<()> {
-    let mut opts = OpenOptions::new();
-    opts.write(true);
-    if force {
-        opts.create(true).truncate(true);
-    } else {
-        // create_new: a file that appeared since the early check is still not overwritten.
-        opts.create_new(true);
-    }
-    let mut f = opts.open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            anyhow!("{} exists (use --force to overwrite)", path.display())
-        } else {
-            anyhow!("cannot create {}: {e}", path.display())
-        }
-    })?;
-    if let Err(e) = f.write_all(bytes).and_then(|()| f.flush()) {
-        // A half-written export would open as a damaged file later: leave none.
-        drop(f);
-        let _ = std::fs::remove_file(path);
-        return Err(anyhow!("cannot write {}: {e}", path.display()));
-    }
-    Ok(())
 }
 
 /// The trace as a Chrome trace-event document: one process (the traced pid), a lane per host

@@ -10,6 +10,7 @@ mod live_ui;
 mod locate;
 mod merge_cmd;
 mod metrics;
+mod output;
 mod ps;
 mod report_cmd;
 mod run;
