@@ -33,6 +33,119 @@ pub struct HostsReport {
     pub stragglers: Vec<Straggler>,
     /// Graphs that one host recompiles and the others do not.
     pub recompiles_alone: Vec<AloneRecompile>,
+    /// Why these traces may not be the hosts of one job (different programs, times, or two
+    /// traces of one process slot); no cross-host findings are made then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_one_job: Option<String>,
+}
+
+/// Two traces, given as hosts of one job, that cannot be: their indices in the slice given to
+/// [`not_one_job`], and what tells them apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotOneJob {
+    pub a: usize,
+    pub b: usize,
+    pub why: String,
+}
+
+/// Hosts of one job start within this much of each other's end: a trace that ended more than
+/// this before another started is another run.
+pub const JOB_OVERLAP_SLACK_NS: u64 = 10_000_000_000;
+
+/// Whether traces given as the hosts of one job cannot be one: the first pair (in slice order)
+/// that differs in launcher job id, that holds the same process slot (host and process index)
+/// twice, that runs different programs (unless a launcher gave both the same job id: hosts may
+/// then run per-host commands), or that did not run at the same time.
+pub fn not_one_job(traces: &[&Trace]) -> Option<NotOneJob> {
+    let found = |a: usize, b: usize, why: String| Some(NotOneJob { a, b, why });
+    let m = |i: usize| traces[i].manifest.clone().unwrap_or_default();
+    let n = traces.len();
+    for a in 0..n {
+        for b in a + 1..n {
+            let (ma, mb) = (m(a), m(b));
+            if !ma.job_id.is_empty() && !mb.job_id.is_empty() && ma.job_id != mb.job_id {
+                return found(
+                    a,
+                    b,
+                    format!("different job ids ({:?} and {:?})", ma.job_id, mb.job_id),
+                );
+            }
+        }
+    }
+    for a in 0..n {
+        for b in a + 1..n {
+            let (ma, mb) = (m(a), m(b));
+            let (ia, ib) = (process_index(traces[a]), process_index(traces[b]));
+            if ma.host == mb.host && ia == ib {
+                return found(
+                    a,
+                    b,
+                    format!(
+                        "both are process {ia} on host {} (one job has one process per slot)",
+                        ma.host
+                    ),
+                );
+            }
+        }
+    }
+    for a in 0..n {
+        for b in a + 1..n {
+            let (ma, mb) = (m(a), m(b));
+            let launcher_job = !ma.job_id.is_empty() && ma.job_id == mb.job_id;
+            let (pa, pb) = (program(&ma.command_line), program(&mb.command_line));
+            if !launcher_job && pa != pb {
+                return found(a, b, format!("they run different programs ({pa} and {pb})"));
+            }
+        }
+    }
+    let spans: Vec<Option<(u64, u64)>> = traces.iter().map(|t| wall_span(t)).collect();
+    let latest_start = (0..n)
+        .filter_map(|i| Some((spans[i]?.0, i)))
+        .max_by_key(|x| x.0);
+    let earliest_end = (0..n)
+        .filter_map(|i| Some((spans[i]?.1, i)))
+        .min_by_key(|x| x.0);
+    if let (Some((start, late)), Some((end, early))) = (latest_start, earliest_end)
+        && late != early
+        && start > end.saturating_add(JOB_OVERLAP_SLACK_NS)
+    {
+        let (a, b) = (early.min(late), early.max(late));
+        return found(
+            a,
+            b,
+            format!(
+                "they did not run at the same time (one ended {} s before the other started)",
+                (start - end) / 1_000_000_000
+            ),
+        );
+    }
+    None
+}
+
+/// What a command line runs, told apart from per-host arguments: the script's file name (or
+/// `-m module`) for Python, else the program's file name.
+pub fn program(argv: &[String]) -> String {
+    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
+    let Some(exe) = argv.first() else {
+        return "(no command line)".into();
+    };
+    if !base(exe).starts_with("python") {
+        return base(exe);
+    }
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-m" => return format!("-m {}", args.next().map_or("", String::as_str)),
+            "-c" => return "python -c".into(),
+            // Options of Python that take a value.
+            "-W" | "-X" => {
+                args.next();
+            }
+            s if s.starts_with('-') => {}
+            s => return base(s),
+        }
+    }
+    base(exe)
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -196,6 +309,9 @@ fn wall_span(trace: &Trace) -> Option<(u64, u64)> {
         .iter()
         .rev()
         .find_map(|r| r.t_ns())
+        .into_iter()
+        .chain(trace.end.as_ref().map(|e| e.t_ns))
+        .max()
         .unwrap_or(m.start_mono_ns);
     let end = m
         .start_wall_ns
@@ -291,13 +407,36 @@ pub fn hosts(
             }
         }
     }
-    let stragglers = stragglers(&rows, &spans);
-    let recompiles_alone = alone(&rows, &graph_counts);
+    // Processes of different jobs share no collectives and need not build the same programs:
+    // comparing them would invent stragglers and lone recompiles.
+    let not_one_job = not_one_job(traces).map(|n| describe_not_one_job(&rows, &n));
+    let (stragglers, recompiles_alone) = if not_one_job.is_some() {
+        (Vec::new(), Vec::new())
+    } else {
+        (stragglers(&rows, &spans), alone(&rows, &graph_counts))
+    };
     HostsReport {
         hosts: rows,
         stragglers,
         recompiles_alone,
+        not_one_job,
     }
+}
+
+/// The reason in words, naming the two hosts as the per-host table does.
+fn describe_not_one_job(rows: &[HostRow], n: &NotOneJob) -> String {
+    let name = |i: usize| {
+        rows.get(i).map_or_else(
+            || format!("trace {i}"),
+            |r| {
+                format!(
+                    "host {} (process {}, pid {})",
+                    r.host, r.process_index, r.pid
+                )
+            },
+        )
+    };
+    format!("{} and {}: {}", name(n.a), name(n.b), n.why)
 }
 
 fn stragglers(rows: &[HostRow], spans: &[Option<(i64, i64)>]) -> Vec<Straggler> {
@@ -472,4 +611,105 @@ fn median_i(v: &[i64]) -> Option<i64> {
     let mut v = v.to_vec();
     v.sort_unstable();
     Some(v[(v.len() - 1) / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tpuscope_core::TraceWriter;
+    use tpuscope_core::event::{End, Manifest};
+
+    const S: u64 = 1_000_000_000;
+
+    /// A process that ran `secs` seconds from wall time `start` (s).
+    fn trace(host: &str, index: u32, argv: &[&str], job: &str, start: u64, secs: u64) -> Trace {
+        let m = Manifest {
+            pid: 100 + index,
+            host: host.into(),
+            start_wall_ns: 1_700_000_000 * S + start * S,
+            start_mono_ns: 5 * S,
+            command_line: argv.iter().map(|s| s.to_string()).collect(),
+            job_id: job.into(),
+            process_index: index,
+            ..Manifest::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &m).unwrap();
+        w.write(&Record::End(End {
+            t_ns: 5 * S + secs * S,
+            ..Default::default()
+        }))
+        .unwrap();
+        tpuscope_core::read_trace(&w.into_inner()).unwrap()
+    }
+
+    fn why(traces: &[Trace]) -> Option<String> {
+        let refs: Vec<&Trace> = traces.iter().collect();
+        not_one_job(&refs).map(|n| format!("{}-{}: {}", n.a, n.b, n.why))
+    }
+
+    #[test]
+    fn hosts_of_one_job_pass_and_each_difference_is_named() {
+        let train = ["python3", "-u", "/home/me/train.py", "--rank=0"];
+        let train1 = ["/usr/bin/python3", "-u", "/home/me/train.py", "--rank=1"];
+        let ok = [
+            trace("a", 0, &train, "", 0, 60),
+            trace("b", 1, &train1, "", 2, 60),
+        ];
+        assert_eq!(why(&ok), None);
+
+        let w = why(&[
+            trace("a", 0, &train, "", 0, 60),
+            trace("a", 0, &train1, "", 1, 60),
+        ]);
+        assert_eq!(
+            w.as_deref(),
+            Some("0-1: both are process 0 on host a (one job has one process per slot)")
+        );
+
+        let eval = ["python3", "-W", "ignore", "eval.py"];
+        let w = why(&[
+            trace("a", 0, &train, "", 0, 60),
+            trace("b", 1, &eval, "", 1, 60),
+        ]);
+        assert_eq!(
+            w.as_deref(),
+            Some("0-1: they run different programs (train.py and eval.py)")
+        );
+        // A launcher's job id says they are one job whatever the command lines.
+        let w = why(&[
+            trace("a", 0, &train, "j", 0, 60),
+            trace("b", 1, &eval, "j", 1, 60),
+        ]);
+        assert_eq!(w, None);
+        let w = why(&[
+            trace("a", 0, &train, "j", 0, 60),
+            trace("b", 1, &train, "k", 1, 60),
+        ]);
+        assert!(w.unwrap().contains("different job ids (\"j\" and \"k\")"));
+
+        let w = why(&[
+            trace("a", 0, &train, "", 0, 60),
+            trace("b", 1, &train1, "", 30, 60),
+            trace("c", 2, &train1, "", 100, 60),
+        ]);
+        assert_eq!(
+            w.as_deref(),
+            Some(
+                "0-2: they did not run at the same time (one ended 40 s before the other started)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_program_is_its_script_or_module() {
+        let p = |a: &[&str]| program(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            p(&["python3", "-X", "dev", "/a/b/train.py", "x"]),
+            "train.py"
+        );
+        assert_eq!(p(&["/venv/bin/python", "-m", "pkg.train"]), "-m pkg.train");
+        assert_eq!(p(&["/usr/bin/trainer", "--x"]), "trainer");
+        assert_eq!(p(&[]), "(no command line)");
+    }
 }

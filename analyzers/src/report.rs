@@ -603,6 +603,15 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
     report.findings = findings(&report, &frontend, &all_steps);
     if multi_host {
         let h = hosts::hosts(&traces, &all_compiles, &all_steps, &all_syncs);
+        if let Some(why) = &h.not_one_job {
+            report.warnings.push(format!(
+                "these hosts may not be one job ({why}): no cross-host findings are made"
+            ));
+            report
+                .runs
+                .note
+                .push_str(", but they may not be one job (see the warnings)");
+        }
         report.findings.extend(hosts::findings(&h));
         report.hosts = Some(h);
     }

@@ -9,11 +9,14 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
+use tpuscope_analyzers::hosts;
 use tpuscope_core::event::{SEGMENT_KIND, SEGMENT_MINOR, Segment};
 use tpuscope_core::format::{self, FORMAT_MAJOR, FRAME_HEADER_LEN};
 use tpuscope_core::reader::{FrameItem, FrameIter, parse_header};
-use tpuscope_core::{Completeness, ReadError, align};
+use tpuscope_core::{Completeness, ReadError, Trace, align};
+
+use crate::output::Output;
 
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
@@ -23,7 +26,8 @@ pub struct MergeArgs {
     /// The merged trace to write.
     #[arg(short = 'o', long = "out", value_name = "JOB.tps")]
     pub out: PathBuf,
-    /// Replace the output if it exists.
+    /// Replace the output if it exists, and merge traces that do not look like one job
+    /// (different programs, job ids or times, or one process slot twice).
     #[arg(long)]
     pub force: bool,
 }
@@ -35,26 +39,22 @@ struct Part {
     ranges: Vec<(usize, usize)>,
     segment: Segment,
     start_wall_ns: u64,
+    /// The trace without its tables and with only its last timed event: what tells whether
+    /// the parts are one job.
+    slim: Trace,
 }
 
 pub fn merge(args: &MergeArgs) -> Result<i32> {
-    if args.out.exists() && !args.force {
-        bail!(
-            "{} exists; choose another name or pass --force to replace it",
-            args.out.display()
-        );
-    }
-    for p in &args.traces {
-        if same_file(p, &args.out) {
-            bail!("{} is both an input and the output", p.display());
-        }
-    }
+    // Opened first: an output we may not write, or one that is an input, is refused before
+    // anything is read.
+    let inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
+    let mut out = Output::create(&args.out, args.force, &inputs)?;
     let mut parts = Vec::new();
     for (input, path) in args.traces.iter().enumerate() {
         let bytes = read(path)?;
         parts.extend(parts_of(input, path, &bytes)?);
     }
-    let job_id = job_id(&args.traces, &parts)?;
+    let job_id = job_id(&args.traces, &parts, args.force)?;
     parts.sort_by(|a, b| {
         (a.segment.process_index, &a.segment.host, a.start_wall_ns).cmp(&(
             b.segment.process_index,
@@ -77,8 +77,22 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
         }
     }
 
-    let mut out = Vec::new();
-    out.extend_from_slice(&format::encode_header(FORMAT_MAJOR, SEGMENT_MINOR));
+    let slims: Vec<&Trace> = parts.iter().map(|p| &p.slim).collect();
+    if let Some(n) = hosts::not_one_job(&slims) {
+        let (a, b) = (part_name(args, &parts, n.a), part_name(args, &parts, n.b));
+        if !args.force {
+            bail!(
+                "{a} and {b} do not look like one job: {}; merge only the hosts of one job (--force merges them anyway)",
+                n.why
+            );
+        }
+        eprintln!(
+            "tpuscope: warning: {a} and {b} do not look like one job: {}; merged anyway (--force)",
+            n.why
+        );
+    }
+
+    out.write_all(&format::encode_header(FORMAT_MAJOR, SEGMENT_MINOR))?;
     // Pass 2, one input in memory at a time.
     let mut loaded: Option<(usize, Vec<u8>)> = None;
     for (index, part) in parts.iter_mut().enumerate() {
@@ -88,12 +102,15 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
         let Some((_, bytes)) = &loaded else { continue };
         part.segment.index = u32::try_from(index).unwrap_or(u32::MAX);
         part.segment.job_id.clone_from(&job_id);
-        format::encode_frame(&mut out, SEGMENT_KIND, 0, &part.segment.payload());
+        let mut frame = Vec::new();
+        format::encode_frame(&mut frame, SEGMENT_KIND, 0, &part.segment.payload());
+        // The output's write errors name it already.
+        out.write_all(&frame)?;
         for &(a, b) in &part.ranges {
-            out.extend_from_slice(bytes.get(a..b).unwrap_or(&[]));
+            out.write_all(bytes.get(a..b).unwrap_or(&[]))?;
         }
     }
-    write_out(&args.out, &out, args.force)?;
+    out.commit()?;
     for p in &parts {
         let s = &p.segment;
         eprintln!(
@@ -120,10 +137,19 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     fs::read(path).map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (fs::canonicalize(a), fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
+/// A part as the user knows it: its input, and its host when the input holds several.
+fn part_name(args: &MergeArgs, parts: &[Part], i: usize) -> String {
+    let Some(p) = parts.get(i) else {
+        return format!("part {i}");
+    };
+    let path = args.traces[p.input].display();
+    if parts.iter().filter(|q| q.input == p.input).count() > 1 {
+        format!(
+            "{path} (host {}, process {})",
+            p.segment.host, p.segment.process_index
+        )
+    } else {
+        path.to_string()
     }
 }
 
@@ -193,6 +219,17 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
             );
         }
         let a = align::alignment(&trace);
+        let mut slim = trace.clone();
+        slim.strings.clear();
+        slim.stacks.clear();
+        slim.blobs.clear();
+        let last = slim
+            .events
+            .iter()
+            .rev()
+            .find(|r| r.t_ns().is_some())
+            .cloned();
+        slim.events = last.into_iter().collect();
         // A segment of an earlier merge keeps the name of the file it first came from.
         let source = trace
             .segment
@@ -201,6 +238,7 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
         parts.push(Part {
             input,
             ranges,
+            slim,
             start_wall_ns: m.start_wall_ns,
             segment: Segment {
                 index: 0,
@@ -227,8 +265,9 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
 }
 
 /// The job the hosts share: their manifests' id, or one made from the processes when none
-/// carries one. Hosts of different jobs are refused.
-fn job_id(paths: &[PathBuf], parts: &[Part]) -> Result<String> {
+/// carries one (or, with `force`, when they carry different ones). Hosts of different jobs are
+/// refused without `force`.
+fn job_id(paths: &[PathBuf], parts: &[Part], force: bool) -> Result<String> {
     let mut ids: Vec<(&str, usize)> = parts
         .iter()
         .filter(|p| !p.segment.job_id.is_empty())
@@ -237,7 +276,13 @@ fn job_id(paths: &[PathBuf], parts: &[Part]) -> Result<String> {
     ids.sort_unstable();
     ids.dedup_by(|a, b| a.0 == b.0);
     match ids.as_slice() {
-        [] => {
+        [(id, _)] => Ok((*id).to_string()),
+        [(a, ia), (b, ib), ..] if !force => bail!(
+            "the traces belong to different jobs ({} has job id {a:?}, {} has {b:?}); merge the hosts of one job (--force merges them anyway)",
+            paths[*ia].display(),
+            paths[*ib].display()
+        ),
+        _ => {
             let mut key = String::new();
             for p in parts {
                 key.push_str(&format!(
@@ -250,47 +295,5 @@ fn job_id(paths: &[PathBuf], parts: &[Part]) -> Result<String> {
                 tpuscope_core::writer::blob_hash(key.as_bytes())
             ))
         }
-        [(id, _)] => Ok((*id).to_string()),
-        [(a, ia), (b, ib), ..] => bail!(
-            "the traces belong to different jobs ({} has job id {a:?}, {} has {b:?}); merge the hosts of one job",
-            paths[*ia].display(),
-            paths[*ib].display()
-        ),
     }
-}
-
-/// Writes through a temporary file next to the output, so a failed merge leaves nothing
-/// half-written; without `force`, the final link refuses to replace a file that appeared since.
-fn write_out(out: &Path, bytes: &[u8], force: bool) -> Result<()> {
-    let dir = out
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = out
-        .file_name()
-        .map_or_else(|| "merged.tps".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        let mut f =
-            fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(bytes)
-            .and_then(|()| f.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        if force {
-            fs::rename(&tmp, out).with_context(|| format!("cannot write {}", out.display()))
-        } else {
-            fs::hard_link(&tmp, out).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    anyhow!(
-                        "{} exists; choose another name or pass --force to replace it",
-                        out.display()
-                    )
-                } else {
-                    anyhow!("cannot write {}: {e}", out.display())
-                }
-            })
-        }
-    })();
-    let _ = fs::remove_file(&tmp);
-    result
 }

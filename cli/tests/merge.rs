@@ -589,3 +589,126 @@ fn two_real_jax_hosts_merge_and_the_lr_host_recompiles_alone() {
                 .contains("(process 1) recompiles jit_train_step alone")
     }));
 }
+
+/// Two different scripts run on one host, each under `tpuscope run` with no launcher variables
+/// (both process 0): not one job. merge says why in one line; `--force` merges them, and the
+/// report says they may not be one job and compares no hosts.
+#[test]
+fn two_unrelated_runs_on_one_host_are_not_merged_as_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = venv_python("jax");
+    let scripts = ["clean_loop.py", "lr_python_float.py"];
+    let children: Vec<(PathBuf, std::process::Child)> = scripts
+        .iter()
+        .enumerate()
+        .map(|(i, script)| {
+            let out_dir = dir.path().join(format!("run{i}"));
+            std::fs::create_dir_all(&out_dir).unwrap();
+            let mut c = Command::new(tpuscope());
+            c.args(["run", "--no-tui", "--quiet", "--out"])
+                .arg(&out_dir)
+                .arg("--")
+                .arg(&py)
+                .arg(repo_root().join("examples/jax").join(script))
+                .current_dir(repo_root())
+                .env("TPUSCOPE_COLLECTOR", collector())
+                .env_remove("XLA_HLO_DEBUG")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            for v in [
+                "TPUSCOPE_JOB_ID",
+                "TPUSCOPE_PROCESS_INDEX",
+                "JAX_PROCESS_ID",
+                "RANK",
+                "TPU_WORKER_ID",
+                "CLOUD_TPU_TASK_ID",
+                "SLURM_PROCID",
+                "SLURM_JOB_ID",
+                "TORCHELASTIC_RUN_ID",
+                "JAX_COORDINATOR_ADDRESS",
+                "MASTER_ADDR",
+            ] {
+                c.env_remove(v);
+            }
+            (out_dir, c.spawn().unwrap())
+        })
+        .collect();
+    let mut traces = Vec::new();
+    for (out_dir, child) in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", show(&out));
+        let t = traces_in(&out_dir);
+        assert_eq!(t.len(), 1, "{t:?}");
+        traces.push(t[0].clone());
+    }
+    let inputs: Vec<&Path> = traces.iter().map(PathBuf::as_path).collect();
+    let job = dir.path().join("job.tps");
+    let out = merge(&inputs, &job, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        err.contains("do not look like one job")
+            && err.contains(&name(inputs[0]))
+            && err.contains(&name(inputs[1]))
+            && err.contains("both are process 0 on host")
+            && err.contains("--force"),
+        "{err}"
+    );
+    assert!(!job.exists());
+
+    let out = merge(&inputs, &job, &["--force"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("merged anyway (--force)"),
+        "{}",
+        show(&out)
+    );
+    let rep = report_json(&[&job]);
+    let why = rep["hosts"]["not_one_job"].as_str().unwrap_or_default();
+    assert!(why.contains("both are process 0"), "{rep:#}");
+    assert!(
+        rep["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("may not be one job")),
+        "{:#}",
+        rep["warnings"]
+    );
+    // Without the check this report said "host vm (process 0) recompiles jit_train_step alone"
+    // and named a straggler.
+    let host_findings: Vec<&serde_json::Value> = rep["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "host")
+        .collect();
+    assert!(host_findings.is_empty(), "{host_findings:?}");
+    assert!(
+        rep["hosts"]["recompiles_alone"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(rep["hosts"]["stragglers"].as_array().unwrap().is_empty());
+    // The text report says it too.
+    let text = tps(&["report"], &[&job]);
+    assert!(text.status.success(), "{}", show(&text));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&text.stdout),
+        String::from_utf8_lossy(&text.stderr)
+    );
+    assert!(all.contains("may not be one job"), "{all}");
+    // Each run's own findings are still made (the lr run recompiles its train step).
+    assert!(
+        rep["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] != "host"),
+        "{rep:#}"
+    );
+}
