@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-pub use plugins::probe_plugin_cmd;
+pub use plugins::{probe_in_child, probe_plugin_cmd};
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {

@@ -68,6 +68,13 @@ fn tpu_visible() -> bool {
 /// Picks the real plugin: `--plugin`, else libtpu with a TPU attached, else the CPU plugin.
 pub fn choose_plugin(explicit: Option<&Path>, py: Option<&PythonEnv>) -> Result<PathBuf> {
     if let Some(p) = explicit {
+        if p.is_dir() {
+            bail!(
+                "--plugin {} is a directory: name the plugin's shared library{}",
+                p.display(),
+                plugins_in(p)
+            );
+        }
         if !p.is_file() {
             bail!("--plugin {} does not exist", p.display());
         }
@@ -98,6 +105,47 @@ pub fn choose_plugin(explicit: Option<&Path>, py: Option<&PythonEnv>) -> Result<
         );
     }
     bail!("no PJRT plugin found: no Python environment to search (pass --plugin PATH)")
+}
+
+/// What `--plugin DIR` should have named: the PJRT plugins in DIR, by their usual names, or what
+/// a plugin is.
+fn plugins_in(dir: &Path) -> String {
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.ends_with(".so") && (n.starts_with("libtpu") || n.contains("pjrt")))
+                .map(|n| dir.join(n).display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    match found.as_slice() {
+        [] => " (a .so exporting GetPjrtApi: libtpu.so on a TPU VM, pjrt_c_api_cpu_plugin.so for the CPU stand-in)".into(),
+        [one] => format!(", e.g. {one}"),
+        many => format!(" (one of {})", many.join(", ")),
+    }
+}
+
+/// Checks `--plugin` as `doctor` does, loading it in a child `tpuscope __probe-plugin` (a
+/// library that crashes while loading does not take tpuscope with it): a file that is not a
+/// PJRT plugin is one line here, not the frontend's traceback after the workload started.
+fn check_plugin(plugin: &Path) -> Result<()> {
+    match crate::doctor::probe_in_child(plugin, &[]) {
+        Ok(_) => Ok(()),
+        Err(e) if e.starts_with("not a PJRT plugin") => {
+            bail!("--plugin {} is {}", plugin.display(), one_line(&e))
+        }
+        Err(e) => bail!(
+            "--plugin {} is not a PJRT plugin: {}",
+            plugin.display(),
+            one_line(&e)
+        ),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Environment variables that put the collector in front of `plugin`.
@@ -139,6 +187,37 @@ pub fn launch_env(
         }
     }
     env
+}
+
+/// Whether the collector will be able to create its trace in `dir` (tried with a file of ours,
+/// removed at once): else the run would end with no trace and a wrong guess at why.
+fn check_writable(dir: &Path, named: Option<&PathBuf>) -> Result<()> {
+    let probe = dir.join(format!(".tpuscope-write-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => match named {
+            Some(t) if *t != dir => bail!(
+                "--out {} cannot be written: cannot create a file in {}: {e}",
+                t.display(),
+                dir.display()
+            ),
+            Some(_) => bail!(
+                "--out {} cannot be written: cannot create a file in it: {e}",
+                dir.display()
+            ),
+            None => bail!(
+                "cannot write a trace in the current directory {}: {e} (pass --out DIR)",
+                dir.display()
+            ),
+        },
+    }
 }
 
 /// Where traces go and how to recognise the ones this run created.
@@ -219,6 +298,7 @@ fn out_spec(out: Option<&Path>) -> Result<OutSpec> {
             }
         }
     };
+    check_writable(&dir, out.is_some().then_some(&target))?;
     let mut spec = OutSpec {
         target,
         dir,
@@ -249,6 +329,10 @@ pub fn run(args: &RunArgs) -> Result<i32> {
         (None, _) => None,
     };
     let plugin = choose_plugin(args.plugin.as_deref(), py_env.as_ref())?;
+    if let Some(p) = &args.plugin {
+        // As the user named it.
+        check_plugin(p)?;
+    }
     let mode = mode_for_plugin(&plugin);
     let out = out_spec(args.out.as_deref())?;
     let mut env = launch_env(mode, &collector, &plugin, &agent_dir, &out.target);
@@ -305,9 +389,8 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     let new: Vec<PathBuf> = traces_of(&out).difference(&out.before).cloned().collect();
     if new.is_empty() {
         eprintln!(
-            "tpuscope: no trace was written: the workload never loaded a PJRT plugin through the collector \
-             (plugin {}; see `tpuscope env` for the variables each frontend needs)",
-            plugin.display()
+            "tpuscope: no trace was written: {}",
+            no_trace_why(status, &plugin)
         );
     }
     if let Some(log) = log {
@@ -496,6 +579,29 @@ impl TorchTrace {
             _ => self.dir.clone(),
         };
         eprintln!("tpuscope: dynamo logs (TORCH_TRACE): {}", dir.display());
+    }
+}
+
+/// Why a run left no trace, as far as its end tells. (`--out` was checked before the start, and
+/// the collector says itself when it cannot create or write its trace.)
+fn no_trace_why(status: ExitStatus, plugin: &Path) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(sig) = status.signal() {
+        let name = nix::sys::signal::Signal::try_from(sig)
+            .map(|s| format!(" ({})", s.as_str()))
+            .unwrap_or_default();
+        return format!(
+            "the workload was killed by signal {sig}{name} before it loaded a PJRT plugin"
+        );
+    }
+    match status.code() {
+        Some(code) if code != 0 => {
+            format!("the workload exited with status {code} before it loaded a PJRT plugin")
+        }
+        _ => format!(
+            "the workload never loaded a PJRT plugin through the collector (plugin {}; see `tpuscope env` for the variables each frontend needs)",
+            plugin.display()
+        ),
     }
 }
 

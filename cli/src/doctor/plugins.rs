@@ -52,8 +52,9 @@ pub fn probe_plugin_cmd(path: &Path) -> Result<i32> {
 /// A plugin's API as a child process reported it.
 pub type Api = ffi_probe::PluginApi;
 
-/// Loads `path` in a child `tpuscope __probe-plugin`, with `env` added.
-fn probe_in_child(path: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<Api, String> {
+/// Loads `path` in a child `tpuscope __probe-plugin`, with `env` added (also `run --plugin`'s
+/// check).
+pub fn probe_in_child(path: &Path, env: &[(&str, &std::ffi::OsStr)]) -> Result<Api, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find tpuscope itself: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("__probe-plugin").arg(path);
