@@ -219,6 +219,10 @@ impl<'a> FrameIter<'a> {
             let Some(h) = bytes.get(p..p + FRAME_HEADER_LEN) else {
                 return false;
             };
+            // Flags and kind bounds on single bytes first: most offsets of garbage stop here.
+            if h[7] != 0 || h[5] >= 4 || h[4] | h[5] == 0 {
+                return false;
+            }
             let kind = u16::from_le_bytes([h[4], h[5]]);
             let flags = u16::from_le_bytes([h[6], h[7]]);
             if kind == 0 || kind >= RESYNC_MAX_KIND || flags >= RESYNC_MAX_FLAGS {

@@ -99,6 +99,10 @@ impl<R: Read> FrameReader<R> {
             // a claim until the bytes are there.
             let room = need.clamp(READ_CHUNK, 8 * READ_CHUNK);
             if self.buf.len() - self.filled < room {
+                // Address space for all that is needed at once (touched only as bytes come):
+                // growing by doubling would copy, and hold twice the window for a moment.
+                let total = self.filled.saturating_add(need.max(room));
+                self.buf.reserve_exact(total.saturating_sub(self.buf.len()));
                 self.buf.resize(self.filled + room, 0);
             }
             match self.src.read(&mut self.buf[self.filled..]) {
@@ -211,11 +215,14 @@ impl<R: Read> FrameReader<R> {
 /// of long candidates come from running CRCs of the window, so each costs O(1).
 fn find_frame(bytes: &[u8], count: usize) -> Option<usize> {
     let mut range: Option<RangeCrc> = None;
+    let count = count.min((bytes.len() + 1).saturating_sub(FRAME_HEADER_LEN));
     (0..count).find(|&p| {
-        let Some(h) = bytes
-            .get(p..p + FRAME_HEADER_LEN)
-            .and_then(format::parse_frame_header)
-        else {
+        // Flags < 256 and kind < 1024 (bytes 7 and 5 of a header) first: one or two compares
+        // reject most offsets of garbage.
+        if bytes[p + 7] != 0 || bytes[p + 5] >= 4 || bytes[p + 4] | bytes[p + 5] == 0 {
+            return false;
+        }
+        let Some(h) = format::parse_frame_header(&bytes[p..]) else {
             return false;
         };
         if h.kind == 0 || h.kind >= RESYNC_MAX_KIND || h.flags >= RESYNC_MAX_FLAGS {
