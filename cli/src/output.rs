@@ -69,20 +69,7 @@ impl Output {
     pub fn create(path: &Path, force: bool, inputs: &[&Path]) -> Result<Output> {
         let shown = path.display().to_string();
         let target = resolve(path)?;
-        let same_as = |m: &fs::Metadata| -> Result<()> {
-            for input in inputs {
-                if fs::metadata(input).is_ok_and(|i| (i.dev(), i.ino()) == (m.dev(), m.ino())) {
-                    if input == &path {
-                        bail!("{shown} is both an input and the output: choose another output");
-                    }
-                    bail!(
-                        "the output {shown} is the input {} (the same file): choose another output",
-                        input.display()
-                    );
-                }
-            }
-            Ok(())
-        };
+        let same_as = |m: &fs::Metadata| not_an_input(path, m, inputs);
         let sink = match target {
             Target::Stdout | Target::Stderr => {
                 let fd = if matches!(target, Target::Stdout) {
@@ -201,6 +188,35 @@ impl Drop for Output {
             let _ = fs::remove_file(tmp);
         }
     }
+}
+
+/// Refuses an output that is one of `inputs` (for outputs written elsewhere, such as `view
+/// --screenshot`): the same file, also through a symlink or a hard link.
+pub fn refuse_inputs(path: &Path, inputs: &[&Path]) -> Result<()> {
+    match fs::metadata(path) {
+        Ok(m) => not_an_input(path, &m, inputs),
+        Err(_) => Ok(()),
+    }
+}
+
+/// `m` is the metadata of the output `path` leads to.
+fn not_an_input(path: &Path, m: &fs::Metadata, inputs: &[&Path]) -> Result<()> {
+    for input in inputs {
+        if fs::metadata(input).is_ok_and(|i| (i.dev(), i.ino()) == (m.dev(), m.ino())) {
+            if *input == path {
+                bail!(
+                    "{} is both an input and the output: choose another output",
+                    path.display()
+                );
+            }
+            bail!(
+                "the output {} is the input {} (the same file): choose another output",
+                path.display(),
+                input.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn finish_temp(

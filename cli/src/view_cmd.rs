@@ -66,6 +66,10 @@ pub fn view(args: &ViewArgs) -> Result<i32> {
             )
         })
         .collect();
+    if let Some(shot) = &args.screenshot {
+        let inputs: Vec<&std::path::Path> = args.traces.iter().map(PathBuf::as_path).collect();
+        crate::output::refuse_inputs(shot, &inputs)?;
+    }
     tpuscope_gui::run(ViewOptions {
         traces: args.traces.clone(),
         screenshot: args.screenshot.clone(),

@@ -301,6 +301,13 @@ fn an_input_is_never_the_output_also_through_links() {
         assert!(err.contains("input"), "{err}");
         assert_eq!(std::fs::read(&a).unwrap(), bytes);
     }
+    // A screenshot is not written over a trace the view reads (refused before any window).
+    for out in [&a, &hard, &soft] {
+        let o = tps(&["view", s(&a), "--screenshot", s(out)]);
+        let err = one_error_line(&o);
+        assert!(err.contains("input"), "{err}");
+        assert_eq!(std::fs::read(&a).unwrap(), bytes);
+    }
     // stdout appended to the input is refused too.
     let o = Command::new("bash")
         .arg("-c")
