@@ -250,13 +250,31 @@ fn finish_temp(
         fs::rename(tmp, target).map_err(|e| anyhow!("cannot write {shown}: {e}"))
     } else {
         // The link fails if a file appeared at the target since: it is never overwritten.
-        fs::hard_link(tmp, target).map_err(|e| {
-            if e.kind() == io::ErrorKind::AlreadyExists {
-                anyhow!("{shown} exists (use --force to overwrite)")
-            } else {
-                anyhow!("cannot write {shown}: {e}")
+        let exists = || anyhow!("{shown} exists (use --force to overwrite)");
+        match fs::hard_link(tmp, target) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(exists()),
+            // A file system without hard links: copied into a file only this call creates.
+            Err(_) => {
+                let mut to = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(target)
+                    .map_err(|e| match e.kind() {
+                        io::ErrorKind::AlreadyExists => exists(),
+                        _ => anyhow!("cannot write {shown}: {e}"),
+                    })?;
+                let copied = File::open(tmp)
+                    .and_then(|mut from| io::copy(&mut from, &mut to))
+                    .and_then(|_| to.sync_all());
+                if let Err(e) = copied {
+                    drop(to);
+                    let _ = fs::remove_file(target);
+                    bail!("cannot write {shown}: {e}");
+                }
+                Ok(())
             }
-        })
+        }
     }
 }
 
