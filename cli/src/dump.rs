@@ -1,39 +1,201 @@
-//! `tpuscope dump`: every record of a trace, as JSON lines or as text.
+//! `tpuscope dump`: every record of a trace, as JSON lines or as text, printed as it is read
+//! (memory holds the interned definitions, not the events: a trace of any length, or a FIFO).
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
 
-use anyhow::{Context, Result};
-use tpuscope_core::Trace;
+use anyhow::{Context, Result, anyhow};
 use tpuscope_core::event::Record;
 use tpuscope_core::json::{manifest_json, record_json};
+use tpuscope_core::{ReadError, Streamed, Trace, TraceStream};
 
 use crate::summary::completeness_warning;
 
+/// In JSON, the manifest line folds in the first client record (platform, devices), which comes
+/// a few records after it: events before it wait, up to this many, then the line goes without.
+const WAIT_FOR_CLIENT: usize = 4096;
+
+/// The one-line message of a trace that cannot be read (the path once, the OS error once).
+pub fn read_error(path: &Path, e: ReadError) -> anyhow::Error {
+    match e {
+        // Its message already names the path and the OS error.
+        ReadError::Io { .. } => anyhow!("{e}"),
+        other => anyhow!("{}: {other}", path.display()),
+    }
+}
+
 pub fn dump(path: &Path, as_json: bool) -> Result<()> {
-    // A merged job file holds one trace per host: each is dumped after a line naming it.
-    let traces =
-        tpuscope_core::read_traces_file(path).with_context(|| format!("{}", path.display()))?;
+    let mut stream = TraceStream::open(path).map_err(|e| read_error(path, e))?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let result = traces.iter().try_for_each(|trace| {
-        segment_line(trace, as_json, &mut out)?;
-        if as_json {
-            dump_json(trace, &mut out)
-        } else {
-            dump_text(trace, &mut out)
+    let mut warnings = Warnings::default();
+    let mut seg = Segment::new(as_json);
+    // A merged job file holds one trace per host: each is dumped after a line naming it.
+    let mut result: Result<(), DumpError> = (|| {
+        while let Some(item) = stream.next_record()? {
+            match item {
+                Streamed::Event(r) => {
+                    if let Some(t) = stream.trace() {
+                        seg.event(t, r, &mut out)?;
+                    }
+                }
+                Streamed::SegmentDone(prev) => {
+                    seg.finish(&prev, &mut out)?;
+                    segment_warnings(path, &prev, &mut warnings);
+                }
+            }
         }
-    });
-    match result.and_then(|()| out.flush()) {
-        Ok(()) => {}
+        Ok(())
+    })();
+    if result.is_ok()
+        && let Some(last) = stream.finish()
+    {
+        result = seg.finish(&last, &mut out).map_err(DumpError::from);
+        segment_warnings(path, &last, &mut warnings);
+    }
+    let flushed = out.flush();
+    match (result, flushed) {
+        (Ok(()), Ok(())) => {}
         // A closed pipe (`| head`) is the reader's choice, not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-        Err(e) => return Err(e).context("cannot write to stdout"),
+        (Err(DumpError::Write(e)), _) | (Ok(()), Err(e))
+            if e.kind() == io::ErrorKind::BrokenPipe =>
+        {
+            return Ok(());
+        }
+        (Err(DumpError::Write(e)), _) | (Ok(()), Err(e)) => {
+            return Err(e).context("cannot write to stdout");
+        }
+        (Err(DumpError::Read(e)), _) => {
+            warnings.print();
+            return Err(read_error(path, e));
+        }
     }
-    for trace in &traces {
-        warn(path, trace);
-    }
+    warnings.print();
     Ok(())
+}
+
+enum DumpError {
+    Read(ReadError),
+    Write(io::Error),
+}
+
+impl From<ReadError> for DumpError {
+    fn from(e: ReadError) -> Self {
+        DumpError::Read(e)
+    }
+}
+
+impl From<io::Error> for DumpError {
+    fn from(e: io::Error) -> Self {
+        DumpError::Write(e)
+    }
+}
+
+/// Printing state of the segment being read.
+struct Segment {
+    as_json: bool,
+    /// The segment line and manifest are out.
+    started: bool,
+    /// Events read before the manifest line could be printed (JSON: waiting for the client).
+    waiting: Vec<Record>,
+}
+
+impl Segment {
+    fn new(as_json: bool) -> Segment {
+        Segment {
+            as_json,
+            started: false,
+            waiting: Vec::new(),
+        }
+    }
+
+    fn event(&mut self, trace: &Trace, r: Record, out: &mut impl Write) -> io::Result<()> {
+        if !self.started {
+            let client = matches!(r, Record::Client(_));
+            self.waiting.push(r);
+            if self.as_json && !client && self.waiting.len() < WAIT_FOR_CLIENT {
+                return Ok(());
+            }
+            return self.start(trace, out);
+        }
+        self.record(trace, &r, out)
+    }
+
+    fn start(&mut self, trace: &Trace, out: &mut impl Write) -> io::Result<()> {
+        self.started = true;
+        segment_line(trace, self.as_json, out)?;
+        if self.as_json {
+            writeln!(out, "{}", manifest_json(trace))?;
+        } else {
+            text_header(trace, out)?;
+        }
+        for r in std::mem::take(&mut self.waiting) {
+            self.record(trace, &r, out)?;
+        }
+        Ok(())
+    }
+
+    fn record(&self, trace: &Trace, r: &Record, out: &mut impl Write) -> io::Result<()> {
+        if self.as_json {
+            writeln!(out, "{}", record_json(trace, r))
+        } else {
+            text_record(trace, r, out)
+        }
+    }
+
+    /// The segment ended (`trace` is it, finished): what is left of it, then the end record.
+    fn finish(&mut self, trace: &Trace, out: &mut impl Write) -> io::Result<()> {
+        if !self.started {
+            self.start(trace, out)?;
+        }
+        if self.as_json
+            && let Some(e) = &trace.end
+        {
+            writeln!(out, "{}", record_json(trace, &Record::End(e.clone())))?;
+        }
+        *self = Segment::new(self.as_json);
+        Ok(())
+    }
+}
+
+/// Warnings said after the output, each kind a few times at most: a forged file of 100 000
+/// segments is not 100 000 lines.
+#[derive(Default)]
+pub struct Warnings {
+    /// By shape (the text without its numbers), in first-seen order: lines kept, lines dropped.
+    kinds: Vec<(String, Vec<String>, u64)>,
+    index: HashMap<String, usize>,
+}
+
+impl Warnings {
+    /// Lines of one kind shown before "… and N more like this".
+    const SHOWN: usize = 3;
+
+    pub fn add(&mut self, line: String) {
+        let shape: String = line.chars().filter(|c| !c.is_ascii_digit()).collect();
+        let i = *self.index.entry(shape).or_insert_with(|| {
+            self.kinds.push((String::new(), Vec::new(), 0));
+            self.kinds.len() - 1
+        });
+        let (_, shown, more) = &mut self.kinds[i];
+        if shown.len() < Self::SHOWN {
+            shown.push(line);
+        } else {
+            *more += 1;
+        }
+    }
+
+    pub fn print(&self) {
+        for (_, shown, more) in &self.kinds {
+            for l in shown {
+                eprintln!("{l}");
+            }
+            if *more > 0 {
+                eprintln!("tpuscope: … and {more} more like this");
+            }
+        }
+    }
 }
 
 /// The header of one host's part of a merged file (nothing for a plain trace).
@@ -66,35 +228,24 @@ fn segment_line(trace: &Trace, as_json: bool, out: &mut impl Write) -> io::Resul
     }
 }
 
-fn warn(path: &Path, trace: &Trace) {
+fn segment_warnings(path: &Path, trace: &Trace, warnings: &mut Warnings) {
     if !trace.damage.is_empty() {
         let bytes: u64 = trace.damage.iter().map(|d| d.len).sum();
-        eprintln!(
+        warnings.add(format!(
             "tpuscope: warning: {} damaged region(s), {bytes} bytes skipped (first at byte {})",
             trace.damage.len(),
             trace.damage.first().map(|d| d.offset).unwrap_or(0)
-        );
+        ));
     }
     if trace.unknown_records > 0 {
-        eprintln!(
+        warnings.add(format!(
             "tpuscope: note: {} record(s) of kinds newer than this tpuscope were skipped",
             trace.unknown_records
-        );
+        ));
     }
     if let Some(w) = completeness_warning(path, trace) {
-        eprintln!("tpuscope: {w}");
+        warnings.add(format!("tpuscope: {w}"));
     }
-}
-
-fn dump_json(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
-    writeln!(out, "{}", manifest_json(trace))?;
-    for r in &trace.events {
-        writeln!(out, "{}", record_json(trace, r))?;
-    }
-    if let Some(e) = &trace.end {
-        writeln!(out, "{}", record_json(trace, &Record::End(e.clone())))?;
-    }
-    Ok(())
 }
 
 fn ms(ns: u64) -> String {
@@ -117,12 +268,7 @@ fn top_frame(trace: &Trace, stack: u32) -> String {
         .unwrap_or_default()
 }
 
-fn dump_text(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
-    let t0 = trace
-        .manifest
-        .as_ref()
-        .map(|m| m.start_mono_ns)
-        .unwrap_or(0);
+fn text_header(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     if let Some(m) = &trace.manifest {
         writeln!(
             out,
@@ -145,7 +291,16 @@ fn dump_text(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
             writeln!(out, "packages {}", versions.join(" "))?;
         }
     }
-    for r in &trace.events {
+    Ok(())
+}
+
+fn text_record(trace: &Trace, r: &Record, out: &mut impl Write) -> io::Result<()> {
+    let t0 = trace
+        .manifest
+        .as_ref()
+        .map(|m| m.start_mono_ns)
+        .unwrap_or(0);
+    {
         let t = r.t_ns().map(|t| t.saturating_sub(t0)).unwrap_or(0);
         let line = match r {
             Record::Client(c) => format!(
@@ -215,11 +370,11 @@ fn dump_text(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
             ),
             Record::Memory(m) => format!("memory device {} in use {}B", m.device, m.bytes_in_use),
             Record::Step(s) => format!("step {} ({})", s.number, s.marker),
-            Record::Clock(_) => continue,
+            Record::Clock(_) => return Ok(()),
             Record::Error(e) => format!("error {} code {}: {}", e.api, e.code, e.message),
             Record::Note(n) => format!("note [{}] {}", n.topic, n.message),
             Record::Dropped(d) => format!("dropped {} events ({} total)", d.count, d.total),
-            _ => continue,
+            _ => return Ok(()),
         };
         writeln!(out, "{:>12} {line}", ms(t))?;
     }

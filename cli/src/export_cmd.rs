@@ -1,7 +1,9 @@
 //! `tpuscope export`: a trace in formats other tools open — Chrome trace-event JSON (Perfetto UI,
 //! chrome://tracing) and flamegraph SVG of compile or sync time by Python stack.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -10,7 +12,7 @@ use serde_json::{Value, json};
 use tpuscope_analyzers::flame::{self, FlameKind};
 use tpuscope_analyzers::steps::executable_names;
 use tpuscope_core::event::{Direction, ErrorInfo, Record, StackId};
-use tpuscope_core::{ReadError, Trace};
+use tpuscope_core::{ReadError, Streamed, Trace, TraceStream};
 
 use crate::output::Output;
 
@@ -55,37 +57,208 @@ pub fn export(args: &ExportArgs) -> Result<i32> {
     // Opened first: a long conversion is not wasted on an output we may not write, and an
     // output that is the input is refused before anything is read.
     let out = Output::create(&args.output, args.force, &[&args.trace])?;
-    // A merged job file: every host, on the job timeline.
-    let traces = read_traces(&args.trace)?;
-    let trace = match traces.as_slice() {
-        [one] => one,
-        _ => return export_job(args, &traces, out),
-    };
-    let body = match args.format {
+    let read_err = |e| read_error(&args.trace, e);
+    let mut stream = TraceStream::open(&args.trace).map_err(read_err)?;
+    let first = stream.next_record().map_err(read_err)?;
+    // A merged job file (a segment marker first): every host, on the job timeline.
+    if stream.trace().is_some_and(|t| t.segment.is_some()) {
+        let traces = collect_segments(stream, first).map_err(read_err)?;
+        return export_job(args, &traces, out);
+    }
+    let gz = args
+        .output
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    // A failure before commit leaves no output (the Output removes its temporary file); its
+    // write errors name it already.
+    if gz {
+        let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+        export_stream(args, stream, first, &mut enc)?;
+        enc.finish()?.commit()?;
+    } else {
+        let mut out = out;
+        export_stream(args, stream, first, &mut out)?;
+        out.commit()?;
+    }
+    Ok(0)
+}
+
+fn read_error(path: &Path, e: ReadError) -> anyhow::Error {
+    crate::dump::read_error(path, e)
+}
+
+/// The rest of a merged job file, whole: one trace per host with its events.
+fn collect_segments(
+    mut stream: TraceStream<File>,
+    first: Option<Streamed>,
+) -> Result<Vec<Trace>, ReadError> {
+    let mut done = Vec::new();
+    let mut events = Vec::new();
+    let mut item = first;
+    while let Some(s) = item {
+        match s {
+            Streamed::Event(r) => events.push(r),
+            Streamed::SegmentDone(mut t) => {
+                t.events = std::mem::take(&mut events);
+                done.push(*t);
+            }
+        }
+        item = stream.next_record()?;
+    }
+    if let Some(mut t) = stream.finish() {
+        t.events = events;
+        done.push(t);
+    }
+    Ok(done)
+}
+
+/// A plain trace, converted as it is read: Chrome events are written as their records arrive
+/// (lane names and the document's tail at the end); a flamegraph sums time per stack as it
+/// goes (memory: the distinct stacks).
+fn export_stream(
+    args: &ExportArgs,
+    mut stream: TraceStream<File>,
+    first: Option<Streamed>,
+    w: &mut impl Write,
+) -> Result<()> {
+    let read_err = |e| read_error(&args.trace, e);
+    let mut item = first;
+    match args.format {
         ExportFormat::ChromeJson => {
-            let mut s = serde_json::to_string(&chrome_json(trace))
-                .context("serializing the trace events")?;
-            s.push('\n');
-            s
+            let mut chrome = Chrome::new(None, 0, HashMap::new());
+            w.write_all(b"{\"traceEvents\":[")?;
+            let mut arr = JsonArray { w, first: true };
+            while let Some(s) = item {
+                if let (Streamed::Event(r), Some(t)) = (s, stream.trace()) {
+                    chrome.record(t, &r, &mut |v| arr.push(&v))?;
+                }
+                item = stream.next_record().map_err(read_err)?;
+            }
+            // The stream checked a header, so there is a trace.
+            let Some(trace) = stream.finish() else {
+                return Err(anyhow!("{}: no trace", args.trace.display()));
+            };
+            let (meta, other) = chrome.finish(&trace, &mut |v| arr.push(&v))?;
+            for m in &meta {
+                arr.push(m)?;
+            }
+            let w = arr.w;
+            w.write_all(b"],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
+            serde_json::to_writer(&mut *w, &other).context("serializing the trace events")?;
+            w.write_all(b"}\n")?;
         }
         ExportFormat::FlamegraphSvg => {
             let (kind, what) = match args.flame {
                 Flame::Compile => (FlameKind::CompileTime, "Compile time"),
                 Flame::Sync => (FlameKind::SyncStall, "Host sync stall"),
             };
+            let mut sums = FlameSums::default();
+            while let Some(s) = item {
+                if let Streamed::Event(r) = s {
+                    sums.add(kind, r);
+                }
+                item = stream.next_record().map_err(read_err)?;
+            }
             let name = args
                 .trace
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            flame::svg(
-                &flame::folded(trace, kind),
-                &format!("{what} by Python stack — {name}"),
-            )
-            .map_err(|e| anyhow!("{}: {e}", args.trace.display()))?
+            let folded = match stream.finish() {
+                Some(t) => flame::folded(&sums.into_trace(t), kind),
+                None => Vec::new(),
+            };
+            let svg = flame::svg(&folded, &format!("{what} by Python stack — {name}"))
+                .map_err(|e| anyhow!("{}: {e}", args.trace.display()))?;
+            w.write_all(svg.as_bytes())?;
         }
-    };
-    write_body(args, out, body)
+    }
+    Ok(())
+}
+
+/// A JSON array written element by element.
+struct JsonArray<'w, W: Write> {
+    w: &'w mut W,
+    first: bool,
+}
+
+impl<W: Write> JsonArray<'_, W> {
+    fn push(&mut self, v: &Value) -> std::io::Result<()> {
+        if !self.first {
+            self.w.write_all(b",")?;
+        }
+        self.first = false;
+        serde_json::to_writer(&mut *self.w, v).map_err(std::io::Error::from)
+    }
+}
+
+/// Flamegraph weights summed per (stack, name) while streaming. At the end they become one
+/// record each in a trace holding the definitions, which `flame::folded` turns into exactly the
+/// stacks and weights it gives for the whole trace (it sums per stack text, and a sum of sums
+/// is the sum).
+#[derive(Default)]
+struct FlameSums {
+    compiles: HashMap<(StackId, String), u64>,
+    d2h_syncs: HashMap<(StackId, String), u64>,
+    waits: HashMap<(StackId, String), u64>,
+}
+
+impl FlameSums {
+    fn add(&mut self, kind: FlameKind, r: Record) {
+        let add = |m: &mut HashMap<(StackId, String), u64>, key, ns: u64| {
+            let w = m.entry(key).or_insert(0);
+            *w = w.saturating_add(ns);
+        };
+        match (kind, r) {
+            (FlameKind::CompileTime, Record::Compile(c)) => {
+                let c = *c;
+                add(&mut self.compiles, (c.stack, c.executable_name), c.dur_ns);
+            }
+            (FlameKind::SyncStall, Record::Transfer(t))
+                if t.direction == Direction::D2h as i32 && t.sync =>
+            {
+                let t = *t;
+                add(&mut self.d2h_syncs, (t.stack, t.api), t.blocked_ns);
+            }
+            (FlameKind::SyncStall, Record::Sync(s)) => {
+                add(&mut self.waits, (s.stack, s.reason), s.dur_ns);
+            }
+            _ => {}
+        }
+    }
+
+    fn into_trace(self, mut trace: Trace) -> Trace {
+        use tpuscope_core::event::{Compile, Sync, Transfer};
+        let mut events = Vec::new();
+        for ((stack, executable_name), dur_ns) in self.compiles {
+            events.push(Record::Compile(Box::new(Compile {
+                stack,
+                executable_name,
+                dur_ns,
+                ..Default::default()
+            })));
+        }
+        for ((stack, api), blocked_ns) in self.d2h_syncs {
+            events.push(Record::Transfer(Box::new(Transfer {
+                stack,
+                api,
+                blocked_ns,
+                direction: Direction::D2h as i32,
+                sync: true,
+                ..Default::default()
+            })));
+        }
+        for ((stack, reason), dur_ns) in self.waits {
+            events.push(Record::Sync(Sync {
+                stack,
+                reason,
+                dur_ns,
+                ..Default::default()
+            }));
+        }
+        trace.events = events;
+        trace
+    }
 }
 
 /// Writes the document, gzipped when the output is named `*.gz`.
@@ -172,80 +345,132 @@ fn export_job(args: &ExportArgs, traces: &[Trace], out: Output) -> Result<i32> {
     write_body(args, out, body)
 }
 
-fn read_traces(path: &Path) -> Result<Vec<Trace>> {
-    tpuscope_core::read_traces_file(path).map_err(|e| match e {
-        // Its message already names the path and the OS error.
-        ReadError::Io { .. } => anyhow!("{e}"),
-        other => anyhow!("{}: {other}", path.display()),
-    })
+/// Device completions a device's lane may receive out of time order before the earliest is
+/// drawn (the lane is drawn in completion-time order, as if sorted).
+const REORDER: usize = 4096;
+/// Launches remembered for their device completions; the oldest is forgotten past this.
+const EXECUTES_KEPT: usize = 1 << 20;
+
+/// A device completion waiting on its lane: (completion time, file order, launch time,
+/// executable id, seq, error).
+type Completion = (u64, u64, u64, u64, u64, Option<String>);
+
+/// A completion read before its launch: (file order, completion time, device, error).
+type Early = (u64, u64, u32, Option<String>);
+
+/// Chrome trace events of one trace's records, made one record at a time: memory holds the
+/// executable names, recent launches (for their device completions) and the lanes seen, not
+/// the events.
+struct Chrome {
+    /// Time 0 of the document: the manifest's start, else the first timed record's.
+    base: Option<u64>,
+    pid: u32,
+    names: HashMap<u64, String>,
+    /// Launches by seq, for their device completions, and the order they came in.
+    executes: HashMap<u64, (u64, u64)>,
+    launch_order: VecDeque<u64>,
+    /// Completions read before their launch (the device may finish before the launch call
+    /// returns), by seq.
+    early: HashMap<u64, Vec<Early>>,
+    lanes: BTreeMap<u32, BinaryHeap<Reverse<Completion>>>,
+    busy_until: BTreeMap<u32, u64>,
+    threads: BTreeSet<u32>,
+    devices: BTreeSet<u32>,
+    summaries: bool,
+    /// Records seen: the file order of completions.
+    seen: u64,
 }
 
-/// The trace as a Chrome trace-event document: one process (the traced pid), a lane per host
-/// thread and per device, complete events for timed calls, instants for steps and errors, and
-/// HBM counters. Times are microseconds from the run's start.
-pub fn chrome_json(trace: &Trace) -> Value {
-    let base = trace
-        .manifest
-        .as_ref()
-        .map(|m| m.start_mono_ns)
-        .filter(|t| *t > 0)
-        .or_else(|| trace.events.iter().filter_map(Record::t_ns).min())
-        .unwrap_or(0);
-    // Events before the manifest's instant (none expected) are put at 0 rather than negative.
-    let us = |t_ns: u64| t_ns.saturating_sub(base) as f64 / 1000.0;
-    let dur = |ns: u64| ns as f64 / 1000.0;
-    let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
-    let names = executable_names(trace);
-    let exe_name = |id: u64| {
-        names
+impl Chrome {
+    fn new(base: Option<u64>, pid: u32, names: HashMap<u64, String>) -> Chrome {
+        Chrome {
+            base,
+            pid,
+            names,
+            executes: HashMap::new(),
+            launch_order: VecDeque::new(),
+            early: HashMap::new(),
+            lanes: BTreeMap::new(),
+            busy_until: BTreeMap::new(),
+            threads: BTreeSet::new(),
+            devices: BTreeSet::new(),
+            summaries: false,
+            seen: 0,
+        }
+    }
+
+    fn exe_name(&self, id: u64) -> String {
+        self.names
             .get(&id)
             .filter(|n| !n.is_empty())
             .cloned()
             .unwrap_or_else(|| format!("executable {id:x}"))
-    };
+    }
 
-    let mut ev: Vec<Value> = Vec::new();
-    let mut threads: BTreeSet<u32> = BTreeSet::new();
-    let mut devices: BTreeSet<u32> = BTreeSet::new();
-    let mut summaries = false;
-    let x =
-        |ev: &mut Vec<Value>, cat: &str, name: String, tid: u64, t: u64, d: u64, args: Value| {
-            ev.push(json!({
-                "name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid,
-                "ts": us(t), "dur": dur(d), "args": args,
-            }));
-        };
-    // Executes by seq, for their device completions (a completion can be written before its
-    // execute: the device may finish before the launch call returns).
-    let executes: HashMap<u64, (u64, u64)> = trace
-        .events
-        .iter()
-        .filter_map(|r| match r {
-            Record::Execute(e) => Some((e.seq, (e.t_ns, e.executable_id))),
-            _ => None,
+    /// Microseconds from the start; events before it (none expected) are put at 0.
+    fn us(&self, t_ns: u64) -> f64 {
+        t_ns.saturating_sub(self.base.unwrap_or(0)) as f64 / 1000.0
+    }
+
+    fn x(&self, cat: &str, name: String, tid: u64, t: u64, d: u64, args: Value) -> Value {
+        json!({
+            "name": name, "cat": cat, "ph": "X", "pid": self.pid, "tid": tid,
+            "ts": self.us(t), "dur": dur(d), "args": args,
         })
-        .collect();
-    // (device, completion time, execute start, executable id, seq, error)
-    let mut completions: Vec<(u32, u64, u64, u64, u64, Option<String>)> = Vec::new();
+    }
 
-    for r in &trace.events {
+    /// The events of `r` (definitions so far in `trace`) passed to `emit`.
+    fn record(
+        &mut self,
+        trace: &Trace,
+        r: &Record,
+        emit: &mut impl FnMut(Value) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        self.seen += 1;
+        if self.base.is_none() {
+            let m = trace.manifest.as_ref();
+            self.pid = m.map_or(0, |m| m.pid);
+            self.base = m
+                .map(|m| m.start_mono_ns)
+                .filter(|t| *t > 0)
+                .or_else(|| r.t_ns());
+        }
+        // Names as `steps::executable_names` gives them: the first record naming an id.
         match r {
+            Record::Compile(c) => {
+                self.names
+                    .entry(c.executable_id)
+                    .or_insert_with(|| c.executable_name.clone());
+            }
+            Record::Load(l) => {
+                self.names
+                    .entry(l.executable_id)
+                    .or_insert_with(|| l.executable_name.clone());
+            }
+            Record::CacheLoad(l) if l.executable_id != 0 => {
+                self.names
+                    .entry(l.executable_id)
+                    .or_insert_with(|| l.executable_name.clone());
+            }
+            _ => {}
+        }
+        let pid = self.pid;
+        let ev = match r {
             Record::Client(c) => {
-                threads.insert(c.thread);
+                self.threads.insert(c.thread);
                 let args = json!({"platform": c.platform_name, "version": c.platform_version,
                     "devices": c.devices.len()});
-                x(
-                    &mut ev,
+                self.x(
                     "client",
                     "client create".into(),
                     c.thread.into(),
                     c.t_ns,
                     c.dur_ns,
                     args,
-                );
+                )
             }
             Record::Compile(c) => {
-                threads.insert(c.thread);
+                self.threads.insert(c.thread);
                 let mut args = json!({
                     "api": c.api,
                     "program_format": c.program_format,
@@ -259,33 +484,18 @@ pub fn chrome_json(trace: &Trace) -> Value {
                 } else {
                     c.executable_name.clone()
                 };
-                x(
-                    &mut ev,
-                    "compile",
-                    name,
-                    c.thread.into(),
-                    c.t_ns,
-                    c.dur_ns,
-                    args,
-                );
+                self.x("compile", name, c.thread.into(), c.t_ns, c.dur_ns, args)
             }
             Record::Load(l) => {
-                threads.insert(l.thread);
+                self.threads.insert(l.thread);
                 let mut args = json!({"executable_id": format!("{:x}", l.executable_id)});
                 add_common(&mut args, trace, l.stack, l.error.as_ref());
-                let name = format!("load {}", exe_name(l.executable_id));
-                x(
-                    &mut ev,
-                    "load",
-                    name,
-                    l.thread.into(),
-                    l.t_ns,
-                    l.dur_ns,
-                    args,
-                );
+                let name = format!("load {}", self.exe_name(l.executable_id));
+                self.x("load", name, l.thread.into(), l.t_ns, l.dur_ns, args)
             }
             Record::Execute(e) => {
-                threads.insert(e.thread);
+                self.threads.insert(e.thread);
+                self.launched(e.seq, e.t_ns, e.executable_id);
                 let mut args = json!({
                     "seq": e.seq,
                     "num_devices": e.num_devices,
@@ -294,34 +504,41 @@ pub fn chrome_json(trace: &Trace) -> Value {
                     "completion_tracked": e.completion_tracked,
                 });
                 add_common(&mut args, trace, 0, e.error.as_ref());
-                let name = exe_name(e.executable_id);
-                x(
-                    &mut ev,
-                    "execute",
-                    name,
-                    e.thread.into(),
-                    e.t_ns,
-                    e.dur_ns,
-                    args,
-                );
+                let name = self.exe_name(e.executable_id);
+                let ev = self.x("execute", name, e.thread.into(), e.t_ns, e.dur_ns, args);
+                emit(ev)?;
+                // Completions that came before this launch.
+                for (order, end, device, err) in self.early.remove(&e.seq).unwrap_or_default() {
+                    let c = (end, order, e.t_ns, e.executable_id, e.seq, err);
+                    self.completed(device, c, emit)?;
+                }
+                return Ok(());
             }
             Record::ExecuteComplete(c) => {
-                devices.insert(c.device_index);
-                if let Some(&(start, id)) = executes.get(&c.seq) {
-                    let err = c.error.as_ref().map(|e| e.message.clone());
-                    completions.push((c.device_index, c.t_ns, start, id, c.seq, err));
+                self.devices.insert(c.device_index);
+                let err = c.error.as_ref().map(|e| e.message.clone());
+                match self.executes.get(&c.seq) {
+                    Some(&(start, id)) => {
+                        let done = (c.t_ns, self.seen, start, id, c.seq, err);
+                        self.completed(c.device_index, done, emit)?;
+                    }
+                    None => {
+                        let early = (self.seen, c.t_ns, c.device_index, err);
+                        self.early.entry(c.seq).or_default().push(early);
+                    }
                 }
+                return Ok(());
             }
             Record::ExecuteSummary(s) => {
-                summaries = true;
+                self.summaries = true;
                 let args = json!({"count": s.count, "total_dispatch_us": dur(s.total_dur_ns),
                     "errors": s.errors});
-                let name = format!("{} ×{}", exe_name(s.executable_id), s.count);
+                let name = format!("{} ×{}", self.exe_name(s.executable_id), s.count);
                 let d = s.t_end_ns.saturating_sub(s.t_start_ns);
-                x(&mut ev, "execute", name, SUMMARY_TID, s.t_start_ns, d, args);
+                self.x("execute", name, SUMMARY_TID, s.t_start_ns, d, args)
             }
             Record::Transfer(t) => {
-                threads.insert(t.thread);
+                self.threads.insert(t.thread);
                 let dir = match Direction::try_from(t.direction) {
                     Ok(Direction::H2d) => "h2d",
                     Ok(Direction::D2h) => "d2h",
@@ -334,48 +551,26 @@ pub fn chrome_json(trace: &Trace) -> Value {
                     "sync": t.sync, "blocked_us": dur(t.blocked_ns),
                 });
                 add_common(&mut args, trace, t.stack, t.error.as_ref());
-                x(
-                    &mut ev,
-                    "transfer",
-                    format!("{dir} {shape}"),
-                    t.thread.into(),
-                    t.t_ns,
-                    t.dur_ns,
-                    args,
-                );
+                let name = format!("{dir} {shape}");
+                self.x("transfer", name, t.thread.into(), t.t_ns, t.dur_ns, args)
             }
             Record::Sync(s) => {
-                threads.insert(s.thread);
+                self.threads.insert(s.thread);
                 let mut args = json!({"buffer_id": format!("{:x}", s.buffer_id)});
                 add_common(&mut args, trace, s.stack, None);
-                x(
-                    &mut ev,
-                    "sync",
-                    format!("sync {}", s.reason),
-                    s.thread.into(),
-                    s.t_ns,
-                    s.dur_ns,
-                    args,
-                );
+                let name = format!("sync {}", s.reason);
+                self.x("sync", name, s.thread.into(), s.t_ns, s.dur_ns, args)
             }
             Record::CacheStore(c) => {
-                threads.insert(c.thread);
+                self.threads.insert(c.thread);
                 let mut args =
                     json!({"bytes": c.bytes, "executable_id": format!("{:x}", c.executable_id)});
                 add_common(&mut args, trace, 0, c.error.as_ref());
-                let name = format!("cache store {}", exe_name(c.executable_id));
-                x(
-                    &mut ev,
-                    "cache",
-                    name,
-                    c.thread.into(),
-                    c.t_ns,
-                    c.dur_ns,
-                    args,
-                );
+                let name = format!("cache store {}", self.exe_name(c.executable_id));
+                self.x("cache", name, c.thread.into(), c.t_ns, c.dur_ns, args)
             }
             Record::CacheLoad(c) => {
-                threads.insert(c.thread);
+                self.threads.insert(c.thread);
                 let mut args = json!({"bytes": c.bytes, "ok": c.ok});
                 add_common(&mut args, trace, c.stack, c.error.as_ref());
                 let name = if c.executable_name.is_empty() {
@@ -383,93 +578,160 @@ pub fn chrome_json(trace: &Trace) -> Value {
                 } else {
                     format!("cache load {}", c.executable_name)
                 };
-                x(
-                    &mut ev,
-                    "cache",
-                    name,
-                    c.thread.into(),
-                    c.t_ns,
-                    c.dur_ns,
-                    args,
-                );
+                self.x("cache", name, c.thread.into(), c.t_ns, c.dur_ns, args)
             }
-            Record::Memory(m) => ev.push(json!({
+            Record::Memory(m) => json!({
                 "name": format!("HBM device {}", m.device), "cat": "memory", "ph": "C",
-                "pid": pid, "ts": us(m.t_ns), "args": {"bytes_in_use": m.bytes_in_use},
-            })),
+                "pid": pid, "ts": self.us(m.t_ns), "args": {"bytes_in_use": m.bytes_in_use},
+            }),
             Record::Step(s) => {
-                threads.insert(s.thread);
-                ev.push(json!({
+                self.threads.insert(s.thread);
+                json!({
                     "name": format!("step {} ({})", s.number, s.marker), "cat": "step", "ph": "i",
-                    "s": "p", "pid": pid, "tid": s.thread, "ts": us(s.t_ns),
-                }));
+                    "s": "p", "pid": pid, "tid": s.thread, "ts": self.us(s.t_ns),
+                })
             }
             Record::Error(e) => {
-                threads.insert(e.thread);
+                self.threads.insert(e.thread);
                 let mut args = json!({"api": e.api, "code": e.code, "message": e.message});
                 add_common(&mut args, trace, e.stack, None);
-                ev.push(json!({
+                json!({
                     "name": format!("error {}", e.api), "cat": "error", "ph": "i", "s": "t",
-                    "pid": pid, "tid": e.thread, "ts": us(e.t_ns), "args": args,
-                }));
+                    "pid": pid, "tid": e.thread, "ts": self.us(e.t_ns), "args": args,
+                })
             }
-            Record::Dropped(d) => ev.push(json!({
+            Record::Dropped(d) => json!({
                 "name": format!("{} events dropped", d.count), "cat": "dropped", "ph": "i",
-                "s": "p", "pid": pid, "tid": 0, "ts": us(d.t_ns), "args": {"total": d.total},
-            })),
-            _ => {}
+                "s": "p", "pid": pid, "tid": 0, "ts": self.us(d.t_ns), "args": {"total": d.total},
+            }),
+            _ => return Ok(()),
+        };
+        emit(ev)
+    }
+
+    fn launched(&mut self, seq: u64, t_ns: u64, id: u64) {
+        // As a map over the whole trace: a repeated seq keeps its last launch.
+        self.executes.insert(seq, (t_ns, id));
+        self.launch_order.push_back(seq);
+        if self.launch_order.len() > EXECUTES_KEPT
+            && let Some(old) = self.launch_order.pop_front()
+        {
+            self.executes.remove(&old);
         }
     }
 
-    // Device time is not recorded, only completion: a device's work is drawn from its execute's
-    // launch, or from the device's previous completion when that is later (it was busy until then).
-    completions.sort_by_key(|c| (c.0, c.1));
-    let mut busy_until: BTreeMap<u32, u64> = BTreeMap::new();
-    for (device, end, start, id, seq, err) in completions {
+    /// Device time is not recorded, only completion: a device's work is drawn from its
+    /// execute's launch, or from the device's previous completion when that is later (it was
+    /// busy until then), in completion-time order per device.
+    fn completed(
+        &mut self,
+        device: u32,
+        c: Completion,
+        emit: &mut impl FnMut(Value) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let lane = self.lanes.entry(device).or_default();
+        lane.push(Reverse(c));
+        if lane.len() > REORDER
+            && let Some(Reverse(c)) = lane.pop()
+        {
+            emit(self.device_event(device, c))?;
+        }
+        Ok(())
+    }
+
+    fn device_event(&mut self, device: u32, c: Completion) -> Value {
+        let (end, _, start, id, seq, err) = c;
         let from = start
-            .max(busy_until.get(&device).copied().unwrap_or(0))
+            .max(self.busy_until.get(&device).copied().unwrap_or(0))
             .min(end);
-        busy_until.insert(device, end);
+        self.busy_until.insert(device, end);
         let mut args = json!({"seq": seq});
         if let Some(m) = err {
             args["error"] = Value::String(m);
         }
         let tid = DEVICE_TID_BASE + u64::from(device);
-        x(&mut ev, "device", exe_name(id), tid, from, end - from, args);
+        self.x("device", self.exe_name(id), tid, from, end - from, args)
     }
 
-    let mut meta = Vec::new();
-    if let Some(m) = &trace.manifest {
-        let name = format!("{} (pid {} on {})", m.command_line.join(" "), m.pid, m.host);
-        meta.push(
-            json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-            "args": {"name": name}}),
-        );
+    /// The device work still waiting, then the lane names and the document's `otherData`.
+    fn finish(
+        mut self,
+        trace: &Trace,
+        emit: &mut impl FnMut(Value) -> std::io::Result<()>,
+    ) -> std::io::Result<(Vec<Value>, Value)> {
+        for device in self.lanes.keys().copied().collect::<Vec<_>>() {
+            while let Some(Reverse(c)) = self.lanes.get_mut(&device).and_then(BinaryHeap::pop) {
+                let ev = self.device_event(device, c);
+                emit(ev)?;
+            }
+        }
+        let pid = trace.manifest.as_ref().map_or(self.pid, |m| m.pid);
+        let mut meta = Vec::new();
+        if let Some(m) = &trace.manifest {
+            let name = format!("{} (pid {} on {})", m.command_line.join(" "), m.pid, m.host);
+            meta.push(
+                json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                "args": {"name": name}}),
+            );
+        }
+        let lane = |tid: u64, name: String| {
+            [
+                json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}),
+                json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                    "args": {"sort_index": tid}}),
+            ]
+        };
+        for t in &self.threads {
+            meta.extend(lane((*t).into(), format!("thread {t}")));
+        }
+        for d in &self.devices {
+            meta.extend(lane(DEVICE_TID_BASE + u64::from(*d), format!("device {d}")));
+        }
+        if self.summaries {
+            meta.extend(lane(SUMMARY_TID, "executes (aggregated)".into()));
+        }
+        let mut other = json!({"tpuscope_version": env!("CARGO_PKG_VERSION")});
+        if let Some(m) = &trace.manifest {
+            other["host"] = Value::String(m.host.clone());
+            other["command"] = Value::String(m.command_line.join(" "));
+            other["start_wall_ns"] = json!(m.start_wall_ns);
+        }
+        Ok((meta, other))
     }
-    let lane = |tid: u64, name: String| {
-        [
-            json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}),
-            json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
-                "args": {"sort_index": tid}}),
-        ]
+}
+
+fn dur(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// The trace as a Chrome trace-event document: one process (the traced pid), a lane per host
+/// thread and per device, complete events for timed calls, instants for steps and errors, and
+/// HBM counters. Times are microseconds from the run's start. (A plain trace is exported by
+/// [`export_stream`], which writes the same events as they are read.)
+fn chrome_json(trace: &Trace) -> Value {
+    let base = trace
+        .manifest
+        .as_ref()
+        .map(|m| m.start_mono_ns)
+        .filter(|t| *t > 0)
+        .or_else(|| trace.events.iter().filter_map(Record::t_ns).min())
+        .unwrap_or(0);
+    let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
+    let mut chrome = Chrome::new(Some(base), pid, executable_names(trace));
+    let mut ev = Vec::new();
+    let mut push = |v| {
+        ev.push(v);
+        Ok(())
     };
-    for t in threads {
-        meta.extend(lane(t.into(), format!("thread {t}")));
-    }
-    for d in devices {
-        meta.extend(lane(DEVICE_TID_BASE + u64::from(d), format!("device {d}")));
-    }
-    if summaries {
-        meta.extend(lane(SUMMARY_TID, "executes (aggregated)".into()));
-    }
+    // Pushing into a Vec cannot fail.
+    let _ = trace
+        .events
+        .iter()
+        .try_for_each(|r| chrome.record(trace, r, &mut push));
+    let (mut meta, other) = chrome
+        .finish(trace, &mut push)
+        .unwrap_or_else(|_| (Vec::new(), Value::Null));
     meta.extend(ev);
-
-    let mut other = json!({"tpuscope_version": env!("CARGO_PKG_VERSION")});
-    if let Some(m) = &trace.manifest {
-        other["host"] = Value::String(m.host.clone());
-        other["command"] = Value::String(m.command_line.join(" "));
-        other["start_wall_ns"] = json!(m.start_wall_ns);
-    }
     json!({"traceEvents": meta, "displayTimeUnit": "ms", "otherData": other})
 }
 
