@@ -18,6 +18,13 @@ pub fn collector_path() -> Result<PathBuf> {
         if p.is_file() {
             return Ok(p);
         }
+        if p.is_dir() {
+            bail!(
+                "TPUSCOPE_COLLECTOR={} is a directory: name the library ({})",
+                p.display(),
+                p.join(COLLECTOR_FILE).display()
+            );
+        }
         bail!("TPUSCOPE_COLLECTOR={} does not exist", p.display());
     }
     let exe = std::env::current_exe().context("cannot locate the tpuscope binary")?;

@@ -281,3 +281,22 @@ fn a_plugin_that_is_not_one_is_refused_before_the_workload_starts() {
         "{err}"
     );
 }
+
+#[test]
+fn a_collector_variable_naming_a_directory_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(tpuscope())
+        .args(["run", "--no-tui", "--"])
+        .arg(venv_python("jax"))
+        .arg(workload("jax_shapes.py"))
+        .current_dir(dir.path())
+        .env("TPUSCOPE_COLLECTOR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let err = only_line(&o);
+    assert!(
+        err.contains("is a directory") && err.contains("libtpuscope_collector.so"),
+        "{err}"
+    );
+}
