@@ -297,3 +297,260 @@ fn out_of_memory_gets_a_post_mortem_in_the_report() {
         v["findings"]
     );
 }
+
+/// A JAX training-style loop: `STEPS` jitted steps, each read back to the host. With
+/// `XFSZ_DEFAULT=1` it first restores SIGXFSZ's default action (Python ignores it), as a
+/// non-Python host would have it.
+const XFSZ_LOOP: &str = r#"
+import os, signal
+if os.environ.get("XFSZ_DEFAULT") == "1":
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+import jax, jax.numpy as jnp
+
+@jax.jit
+def step(w, x):
+    return w - 0.01 * jnp.tanh(w @ x)
+
+steps = int(os.environ.get("STEPS", "2000"))
+w = jnp.ones((32, 32))
+total = 0.0
+for i in range(steps):
+    w = step(w, jnp.full((32, 32), (i % 7) * 0.1))
+    total += float(w[0, 0])
+print(f"RESULT steps={steps} checksum={total:.4f}")
+"#;
+
+/// The loop's output without tpuscope (the CPU plugin loaded directly).
+fn xfsz_loop_direct(script: &std::path::Path) -> String {
+    let out = std::process::Command::new(venv_python("jax"))
+        .arg(script)
+        .env(
+            "PJRT_NAMES_AND_LIBRARY_PATHS",
+            format!("cpuplugin:{}", cpu_plugin("jax").display()),
+        )
+        .env("JAX_PLATFORMS", "cpuplugin")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `tpuscope run` of the loop under `ulimit -f <kib>`, with extra environment.
+fn run_under_ulimit(
+    dir: &std::path::Path,
+    script: &std::path::Path,
+    kib: u64,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let mut c = std::process::Command::new("bash");
+    c.arg("-c")
+        .arg(format!("ulimit -f {kib}; exec \"$0\" \"$@\""))
+        .arg(tpuscope())
+        .args(["run", "--no-tui", "--out"])
+        .arg(dir)
+        .arg("--")
+        .arg(venv_python("jax"))
+        .arg(script)
+        .current_dir(dir)
+        .env("TPUSCOPE_COLLECTOR", collector());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// The collector's own lines (not `tracing to`, not the run summary's indented lines).
+fn collector_lines(out: &std::process::Output) -> Vec<String> {
+    tpuscope_lines(out)
+        .into_iter()
+        // The summary's header is `tpuscope: trace PATH (PLATFORM)`, without a `;`.
+        .filter(|l| {
+            let summary_header = l.starts_with("tpuscope: trace ") && !l.contains(';');
+            !l.starts_with("tpuscope: tracing to") && !summary_header
+        })
+        .collect()
+}
+
+fn xfsz_script(dir: &std::path::Path) -> std::path::PathBuf {
+    let script = dir.join("xfsz_loop.py");
+    std::fs::write(&script, XFSZ_LOOP).unwrap();
+    script
+}
+
+/// `ulimit -f` with SIGXFSZ at its default: the collector's writes must not kill the workload
+/// (before: exit 153 at the first write past the limit). The trace ends with the stop record,
+/// and the run summary and the report say how much is missing.
+#[test]
+fn a_file_size_limit_with_sigxfsz_at_its_default_never_kills_the_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = xfsz_script(dir.path());
+    let direct = xfsz_loop_direct(&script);
+    let out = run_under_ulimit(dir.path(), &script, 256, &[("XFSZ_DEFAULT", "1")]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), direct);
+    let ours = collector_lines(&out);
+    assert_eq!(ours.len(), 1, "{}", show(&out));
+    assert!(
+        ours[0].contains("reached the file size limit (ulimit -f: 262144 bytes)"),
+        "{}",
+        ours[0]
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("  warning: recording stopped early, "),
+        "{err}"
+    );
+    assert!(err.contains("events not recorded (execute "), "{err}");
+
+    let path = traces_in(dir.path()).remove(0);
+    assert!(std::fs::metadata(&path).unwrap().len() <= 256 << 10);
+    let trace = only_trace(dir.path());
+    assert_eq!(trace.completeness, tpuscope_core::Completeness::Complete);
+    let stopped = trace.recording_stopped().expect("a stop record");
+    assert!(
+        stopped.reason.contains("file size limit"),
+        "{}",
+        stopped.reason
+    );
+    let executes = count(&trace, "execute") as u64;
+    let missing: u64 = stopped
+        .not_recorded
+        .iter()
+        .filter(|k| k.kind == "execute")
+        .map(|k| k.count)
+        .sum();
+    // Each step launches the jitted step (and a few eager ops); all were seen, most not recorded.
+    assert!(executes + missing >= 2000, "{executes} + {missing}");
+    assert!(missing > executes / 2, "{executes} recorded, {missing} not");
+
+    let report = run_tpuscope(
+        &["report", "--format", "json", path.to_str().unwrap()],
+        &[],
+        dir.path(),
+    );
+    assert!(report.status.success(), "{}", show(&report));
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let s = &json["traces"][0]["recording_stopped"];
+    assert_eq!(s["not_recorded"]["execute"].as_u64(), Some(missing), "{s}");
+    let share = s["share_after"].as_f64().unwrap();
+    assert!(share > 0.2 && share < 1.0, "{s}");
+    let text = run_tpuscope(&["report", path.to_str().unwrap()], &[], dir.path());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("recording stopped early"), "{text}");
+}
+
+/// SIGXFSZ ignored (Python's default) and a limit the collector does not know (as with a full
+/// disk): the write fails with EFBIG, the file is cut after its last whole frame and closed with
+/// the stop record — not "the process died while writing".
+#[test]
+fn a_write_that_fails_with_no_known_limit_still_ends_with_the_stop_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = xfsz_script(dir.path());
+    let direct = xfsz_loop_direct(&script);
+    let out = run_under_ulimit(
+        dir.path(),
+        &script,
+        256,
+        &[("TPUSCOPE_TEST_IGNORE_FILE_LIMIT", "1")],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), direct);
+    let ours = collector_lines(&out);
+    assert_eq!(ours.len(), 1, "{}", show(&out));
+    assert!(
+        ours[0].contains("cannot write trace") && ours[0].contains("File too large"),
+        "{}",
+        ours[0]
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("died while writing"), "{err}");
+    assert!(
+        err.contains("  warning: recording stopped early, "),
+        "{err}"
+    );
+    let trace = only_trace(dir.path());
+    assert_eq!(trace.completeness, tpuscope_core::Completeness::Complete);
+    assert!(trace.damage.is_empty());
+    let stopped = trace.recording_stopped().expect("a stop record");
+    assert!(
+        stopped.reason.contains("File too large"),
+        "{}",
+        stopped.reason
+    );
+    assert!(stopped.exit_t_ns > stopped.t_ns);
+    assert!(stopped.not_recorded.iter().any(|k| k.kind == "execute"));
+}
+
+/// A panic in the collector's writer thread (a debug-build trigger): the workload's output is
+/// unchanged, one line says recording stopped, and the trace says why.
+#[test]
+fn a_writer_panic_stops_recording_and_the_workload_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = xfsz_script(dir.path());
+    let direct = xfsz_loop_direct(&script);
+    let out = run_under_ulimit(
+        dir.path(),
+        &script,
+        1 << 20,
+        &[("TPUSCOPE_TEST_WRITER_PANIC_AFTER", "300")],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), direct);
+    let ours = collector_lines(&out);
+    assert_eq!(ours.len(), 1, "{}", show(&out));
+    assert!(
+        ours[0].contains("the collector's writer failed"),
+        "{}",
+        ours[0]
+    );
+    let trace = only_trace(dir.path());
+    let stopped = trace.recording_stopped().expect("a stop record");
+    assert!(
+        stopped.reason.contains("writer failed"),
+        "{}",
+        stopped.reason
+    );
+}
+
+/// A `PJRT_Device_MemoryStats` call that hangs (60 s injected by the fault plugin) must not hang
+/// the workload's exit: the collector never calls the plugin under the lock that client destroy
+/// and exit take, and waits a bounded time for a poll in progress.
+#[test]
+fn a_hung_memory_stats_call_does_not_hang_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = std::time::Instant::now();
+    let out = run_tpuscope(
+        &[
+            "run",
+            "--no-tui",
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--plugin",
+            fault_plugin().to_str().unwrap(),
+            "--",
+            venv_python("jax").to_str().unwrap(),
+            workload("jax_shapes.py").to_str().unwrap(),
+        ],
+        &[
+            (
+                "TPUSCOPE_FAULT_REAL_PLUGIN",
+                cpu_plugin("jax").to_str().unwrap(),
+            ),
+            ("TPUSCOPE_FAULT_SPEC", "memory_stats:delay_ms=60000@*"),
+            // Only the collector's sampler hangs (JAX asks for memory stats itself too).
+            ("TPUSCOPE_FAULT_THREAD", "tpuscope-memory"),
+            ("TPUSCOPE_MEMORY_INTERVAL_MS", "5"),
+        ],
+        dir.path(),
+    );
+    let took = t0.elapsed();
+    assert!(out.status.success(), "{}", show(&out));
+    // Bounded waits: 2 s at client destroy, 0.2 s at exit; a hang would be the full 60 s.
+    assert!(
+        took < std::time::Duration::from_secs(40),
+        "exit waited for the hung call: {took:?}"
+    );
+    let trace = only_trace(dir.path());
+    assert_eq!(trace.completeness, tpuscope_core::Completeness::Complete);
+    assert!(count(&trace, "execute") >= 12);
+}

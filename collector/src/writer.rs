@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use tpuscope_core::TraceWriter;
 use tpuscope_core::event::{
-    Clock, Dropped, End, ExecuteSummary, KindCount, Manifest, Record, RecordingStopped,
+    Clock, Dropped, End, ExecuteSummary, KindCount, Manifest, Record, RecordKind, RecordingStopped,
 };
 use tpuscope_core::format::{self, FRAME_HEADER_LEN, HEADER_LEN};
 
@@ -31,6 +31,9 @@ type Out = Tee<BufWriter<TraceFile>>;
 /// Room kept below the file size limit for the stop record, the one written at exit and the end
 /// record (together under 2 KiB; the rest is slack for the records written between two checks).
 const LIMIT_RESERVE: u64 = 64 << 10;
+/// After a failed write, room left below where the file stopped growing for the closing records
+/// (whole frames before it are cut off and counted as not recorded).
+const FAILURE_ROOM: u64 = 4 << 10;
 /// Events are sized exactly (encoded once more) only this close to the budget.
 const NEAR_BUDGET: u64 = 1 << 20;
 
@@ -269,7 +272,8 @@ fn writer_panicked(w: &mut Writer, recorder: &Recorder, panic: &(dyn std::any::A
     // The writer's state is whatever the panic left: write the stop record past the last frame
     // known to be whole, as after a failed write.
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        w.stop_after_failure(reason, recorder);
+        // Whole frames the buffer holds can still go out (the file was not full).
+        w.stop_after_failure(reason, recorder, true);
         w.finish_stopped(recorder);
     }));
 }
@@ -577,19 +581,47 @@ impl Writer {
             (true, _) => format!("the file could not grow: {err}"),
             (false, _) => format!("a write failed: {err}"),
         };
-        self.stop_after_failure(reason, recorder);
+        self.stop_after_failure(reason, recorder, false);
     }
 
     /// Cuts the file after its last whole frame and writes the stop record there, bypassing the
     /// write buffer (whose remaining bytes are dropped).
-    fn stop_after_failure(&mut self, reason: String, recorder: &Recorder) {
+    ///
+    /// The file could grow to where the failed write left it, not further: the cut leaves
+    /// `FAILURE_ROOM` below that for the closing records, and the events of the frames cut
+    /// off (and of those still in the buffer) are counted as not recorded.
+    fn stop_after_failure(&mut self, reason: String, recorder: &Recorder, can_grow: bool) {
+        if can_grow && self.flush().is_err() {
+            return self.stop_after_failure(reason, recorder, false);
+        }
+        let buffered = self.trace.get_ref().inner().buffer().to_vec();
         let tf = self.trace.get_ref().inner().get_ref();
         tf.dead.set(true);
         let on_disk = tf.on_disk.get();
-        let end = last_whole_frame(&tf.file, self.flushed.min(on_disk), on_disk);
+        // The file header is not a frame: frames start after it.
+        let from = self.flushed.max(HEADER_LEN as u64).min(on_disk);
+        let (frames, end) = frames_after(&tf.file, from, on_disk, &buffered);
+        let room = if can_grow { 0 } else { FAILURE_ROOM };
+        let cut = frames
+            .iter()
+            .map(|&(at, _)| at)
+            .chain([from, end])
+            .filter(|&at| at > HEADER_LEN as u64 && at + room <= on_disk.max(from))
+            .max()
+            .or_else(|| (from > HEADER_LEN as u64).then_some(from));
+        let mut not_recorded: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for &(at, kind) in &frames {
+            if cut.is_none_or(|c| at >= c)
+                && let Some(k) = RecordKind::from_u16(kind).filter(|k| is_event(*k))
+            {
+                *not_recorded.entry(k.name()).or_default() += 1;
+                self.events_written = self.events_written.saturating_sub(1);
+            }
+        }
         let mut record = self.stop_record(reason, self.limit.map_or(0, |(l, _)| l));
-        record.bytes_written = end.unwrap_or(0);
-        let raw_at = end.and_then(|at| {
+        record.bytes_written = cut.unwrap_or(0);
+        let tf = self.trace.get_ref().inner().get_ref();
+        let raw_at = cut.and_then(|at| {
             tf.file.set_len(at).ok()?;
             let mut frame = Vec::new();
             push_frame(&mut frame, &Record::RecordingStopped(record.clone()));
@@ -600,7 +632,7 @@ impl Writer {
             record,
             raw_at: Some(raw_at),
             dropped_at_stop: recorder.dropped(),
-            not_recorded: BTreeMap::new(),
+            not_recorded,
         });
     }
 
@@ -752,26 +784,34 @@ fn push_frame(out: &mut Vec<u8>, record: &Record) {
     format::encode_frame(out, record.kind() as u16, 0, &payload);
 }
 
-/// The end of the last whole frame in `file` between `from` (a frame boundary) and `len` (what
-/// the file holds); `None` if not even the header and manifest are there.
-fn last_whole_frame(file: &File, from: u64, len: u64) -> Option<u64> {
-    let mut at = from.max(HEADER_LEN as u64);
-    let mut head = [0u8; FRAME_HEADER_LEN];
-    while at + FRAME_HEADER_LEN as u64 <= len {
-        if file.read_exact_at(&mut head, at).is_err() {
+/// Whether frames of this kind are events (not the manifest, definitions or blobs).
+fn is_event(kind: RecordKind) -> bool {
+    !matches!(
+        kind,
+        RecordKind::Manifest | RecordKind::StringDef | RecordKind::StackDef | RecordKind::Blob
+    )
+}
+
+/// The whole frames (offset, kind) of the trace's byte stream from `from` (a frame boundary):
+/// the file's bytes up to `on_disk`, then `buffered` (what the write buffer still holds); and
+/// where the last of them ends.
+fn frames_after(file: &File, from: u64, on_disk: u64, buffered: &[u8]) -> (Vec<(u64, u16)>, u64) {
+    let mut bytes = vec![0u8; on_disk.saturating_sub(from) as usize];
+    if file.read_exact_at(&mut bytes, from).is_err() {
+        return (Vec::new(), from);
+    }
+    bytes.extend_from_slice(buffered);
+    let mut frames = Vec::new();
+    let mut at = 0usize;
+    while let Some(h) = bytes.get(at..).and_then(format::parse_frame_header) {
+        let next = at + FRAME_HEADER_LEN + h.len as usize;
+        if next > bytes.len() {
             break;
         }
-        let Some(h) = format::parse_frame_header(&head) else {
-            break;
-        };
-        let next = at + (FRAME_HEADER_LEN as u64) + u64::from(h.len);
-        if next > len {
-            break;
-        }
+        frames.push((from + at as u64, h.kind));
         at = next;
     }
-    // Below the manifest's end there is no trace to close.
-    (at > HEADER_LEN as u64).then_some(at)
+    (frames, from + at as u64)
 }
 
 /// Copies the static names a hook passed beside its record into the record's `String` fields
@@ -1004,8 +1044,13 @@ mod tests {
             "{}",
             stopped.reason
         );
-        // Cut at a frame boundary at or below what reached the file.
-        assert!(stopped.bytes_written <= full_at && stopped.bytes_written > full_at - 1000);
+        // Cut at a frame boundary with room for the closing records below where the file
+        // stopped growing.
+        let cut = stopped.bytes_written;
+        assert!(
+            cut + FAILURE_ROOM <= full_at && cut + FAILURE_ROOM + 1000 > full_at,
+            "{cut}"
+        );
         let written = trace
             .events
             .iter()
@@ -1013,13 +1058,11 @@ mod tests {
             .count() as u64;
         let missing = not_recorded(stopped).get("execute").copied().unwrap_or(0);
         assert!(written > 1000 && missing > 1000, "{written} {missing}");
-        // Written, lost with the buffer at the failure, counted after it, dropped: all of them
-        // but the buffer's share (at most 64 KiB of ~40-byte frames).
+        // Written, cut off or left in the buffer at the failure, seen after it, dropped: each
+        // event is accounted for once (the frame that failed half-written may be lost).
         let accounted = written + missing + rec.dropped();
-        assert!(
-            accounted <= n && accounted + 2000 >= n,
-            "{accounted} of {n}"
-        );
+        assert!(accounted <= n && accounted + 2 >= n, "{accounted} of {n}");
+        assert_eq!(trace.end.as_ref().map(|e| e.events_written), Some(written));
     }
 
     /// A panic in the writer loop: recording stops, the hooks' pushes are refused from then on,

@@ -122,7 +122,7 @@ fn before(counter: Counter, kind: Option<Kind>) -> Option<*mut PjrtError> {
             .fetch_add(1, Ordering::Relaxed)
             + 1;
         let spec = crate::fault_spec()?;
-        if !spec.targets(kind) {
+        if !spec.targets(kind) || !crate::on_fault_thread() {
             return None;
         }
         let d = spec.decide(kind, n);

@@ -7,6 +7,7 @@
 //! Environment (read once, at the first `GetPjrtApi`):
 //! - `TPUSCOPE_FAULT_REAL_PLUGIN`: the plugin to wrap (required);
 //! - `TPUSCOPE_FAULT_SPEC`: faults to inject (syntax in `spec`);
+//! - `TPUSCOPE_FAULT_THREAD`: apply faults only to calls from the thread of this OS name;
 //! - `TPUSCOPE_FAULT_COUNTS`: where to write the counts as JSON, at exit and whenever
 //!   `tpuscope_fault_write_counts()` is called.
 
@@ -37,11 +38,15 @@ pub const ENV_SPEC: &str = "TPUSCOPE_FAULT_SPEC";
 pub const ENV_COUNTS: &str = "TPUSCOPE_FAULT_COUNTS";
 /// Reports this PJRT API minor instead of the real plugin's (the table itself is unchanged).
 pub const ENV_API_MINOR: &str = "TPUSCOPE_FAULT_API_MINOR";
+/// Faults apply only to calls made from the thread of this OS name (e.g. the collector's
+/// `tpuscope-memory` sampler); calls from other threads are counted and forwarded.
+pub const ENV_THREAD: &str = "TPUSCOPE_FAULT_THREAD";
 
 struct Config {
     real_plugin: Option<PathBuf>,
     spec: Result<Spec, SpecError>,
     counts: Option<PathBuf>,
+    thread: Option<String>,
 }
 
 fn config() -> &'static Config {
@@ -56,8 +61,21 @@ fn config() -> &'static Config {
             real_plugin: path(ENV_REAL_PLUGIN),
             spec: Spec::parse(&std::env::var(ENV_SPEC).unwrap_or_default()),
             counts: path(ENV_COUNTS),
+            thread: std::env::var(ENV_THREAD).ok().filter(|v| !v.is_empty()),
         }
     })
+}
+
+/// Whether faults apply to a call from the calling thread (see `ENV_THREAD`).
+fn on_fault_thread() -> bool {
+    let Some(want) = config().thread.as_deref() else {
+        return true;
+    };
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes (NUL-terminated) into the buffer.
+    let rc = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    rc == 0 && name.get(..end).is_some_and(|n| n == want.as_bytes())
 }
 
 /// The parsed fault spec (empty if it did not parse: `GetPjrtApi` refused to start then).
