@@ -2,7 +2,7 @@
 # The collector overhead benchmark: builds the release collector, runs every part, prints a table
 # with PASS/MISS against the targets and saves it as JSON (target/bench/collector.json).
 #   scripts/bench.sh [--rounds N] [--steps N] [--skip-hooks] [--skip-capture] [--skip-steps]
-#                    [--skip-analyze | --analyze-only] [--skip-xla]
+#                    [--skip-analyze | --analyze-only] [--skip-xla] [--skip-live]
 # First, the analysis throughput: analyzers/benches/analyze.rs (read_trace, report::analyze, and
 # the two in sequence, on a generated 100 MB training trace, one core; PASS/FAIL of the sequence
 # against 100 MB/s and 1 M events/s), saved as text (target/bench/analyze.txt). It needs no
@@ -11,17 +11,20 @@
 # scripts/bench/capture.py (cost per captured Python stack), scripts/bench/jax_step.py (step-time
 # ratio of a jitted JAX loop with and without the collector), scripts/bench/xla_ir_debug.py (the
 # per-step tracing cost of torch_xla's IR debug, which the agent switches on while a graph keeps
-# recompiling). Speed targets are ratios and
+# recompiling), scripts/bench/live_viewers.py (workload RSS with 16 viewers that never read
+# against none, `attach --snapshot` latency on a loop that never pauses, client VmHWM under a
+# flooding socket). Speed targets are ratios and
 # differences measured within one run; a miss is reported, never an error exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-analyze=1 analyze_only=0 xla=1 rest=()
+analyze=1 analyze_only=0 xla=1 live=1 rest=()
 for a in "$@"; do
   case "$a" in
     --skip-analyze) analyze=0 ;;
     --analyze-only) analyze_only=1 ;;
     --skip-xla) xla=0 ;;
+    --skip-live) live=0 ;;
     *) rest+=("$a") ;;
   esac
 done
@@ -64,6 +67,17 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "hooks":
         print(m["executable"])')"
 [ -x "$hooks_bin" ] || { echo "bench: building the hooks benchmark failed" >&2; exit 1; }
+
+if [ "$live" = 1 ]; then
+  # What live viewers cost a busy workload, how fast a snapshot answers, and what a flooding
+  # socket costs the client (scripts/bench/live_viewers.py).
+  echo "== live viewers: 16 idle viewers, snapshot latency, flooding socket" >&2
+  cargo build --release -p tpuscope >&2
+  mkdir -p target/bench
+  "$python" scripts/bench/live_viewers.py --tpuscope "$PWD/target/release/tpuscope" \
+    --collector "$PWD/target/release/libtpuscope_collector.so" --python "$python" \
+    --plugin "$plugin" --json target/bench/live_viewers.json | tee target/bench/live_viewers.txt
+fi
 
 exec "$python" scripts/bench/run.py \
   --hooks-bin "$hooks_bin" \

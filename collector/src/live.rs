@@ -3,71 +3,77 @@
 //!
 //! A viewer receives a byte stream that is a `.tps` trace: the trace file's bytes up to the moment
 //! it connected, an end-of-backlog mark (`tpuscope_core::live::BACKLOG_END_KIND`), then the rest of
-//! the file as the writer flushes it, whole frames only. The workload never waits on a viewer and
-//! holds nothing per viewer but one read buffer:
+//! the file as the writer flushes it, whole frames only. The workload never waits on a viewer,
+//! and holds nothing per viewer but its socket and a few numbers:
 //!
-//! - one accept thread checks the peer's uid (`SO_PEERCRED`) and starts a sender thread per
-//!   viewer, at most [`MAX_VIEWERS`] at a time (more are told why and closed);
+//! - one thread serves every viewer: it polls the listening socket, the viewers' sockets and a
+//!   wake-up socket, checks a new peer's uid (`SO_PEERCRED`), serves at most [`MAX_VIEWERS`]
+//!   (more are told why and closed);
 //! - the writer's output goes through [`Tee`], which counts the bytes and, after each flush,
-//!   publishes the flushed length (always a frame boundary) to the [`Hub`] and wakes the senders;
-//! - a sender asks the writer for a flush, takes the flushed length as the backlog, and sends the
-//!   file from its start, reading it back through the writer's own descriptor: the backlog, the
-//!   mark, then whatever has been flushed, blocking on the socket as long as the viewer makes it.
-//!   A slow viewer falls behind and loses nothing; nothing is queued for it in memory. When the
-//!   writer closes the trace, the sender sends the file to its end and closes the connection.
+//!   publishes the flushed length (always a frame boundary) to the [`Hub`] and wakes the thread;
+//! - for a new viewer the thread asks the writer for a flush and takes the flushed length as the
+//!   backlog; then, whenever the viewer's socket has room, it reads the next piece of the trace
+//!   file at the viewer's position (through the writer's own descriptor, into one buffer shared
+//!   by all viewers) and sends what the socket takes: the backlog, the mark, then whatever has
+//!   been flushed. A slow viewer falls behind and loses nothing; nothing is queued for it.
+//!   Once the trace is closed, a viewer that has been sent the whole file is closed.
 //!
-//! All viewers together hold at most [`ALL_VIEWERS_BYTES`] of this process's memory. Without a
+//! All viewers together hold at most [`ALL_VIEWERS_BYTES`] of this process's memory (the
+//! thread's stack and its buffer; the kernel's socket buffers are not the process's). Without a
 //! trace file there is no writer and no socket: a process whose trace cannot be created has no
 //! live view (`tpuscope attach` says it is not instrumented).
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::sys::socket::{MsgFlags, getsockopt, send, sockopt};
+use nix::poll::{PollFd, PollFlags, poll};
+use nix::sys::socket::{MsgFlags, getsockopt, recv, send, sockopt};
 use tpuscope_core::live as paths;
 
 /// Viewers served at once; more connections are told why and closed.
 pub const MAX_VIEWERS: usize = 16;
-/// Bytes a sender reads from the trace file per send.
+/// Bytes read from the trace file and offered to a viewer's socket at once.
 const READ_BUF: usize = 64 << 10;
-/// A sender thread's stack (it reads, sends and waits; nothing deep).
-const SENDER_STACK: usize = 256 << 10;
-/// The most memory live viewers take in this process, all together: per viewer one read buffer
-/// and one sender stack (4.1 MiB for 16). Nothing else is held per viewer, whatever it does.
-pub const ALL_VIEWERS_BYTES: usize = MAX_VIEWERS * (READ_BUF + SENDER_STACK);
-/// At exit, how long the viewers' senders may take to send the rest of the file (a viewer that
-/// keeps up gets the end record; one that does not cannot hold the process longer than this).
+/// Pieces a viewer may be sent per round before the next viewer's turn.
+const PIECES_PER_TURN: usize = 4;
+/// The serving thread's stack.
+const THREAD_STACK: usize = 256 << 10;
+/// The most memory live viewers take in this process, all together, whatever they do: the
+/// serving thread's stack and read buffer, and a few hundred bytes per viewer (320.6 KiB).
+pub const ALL_VIEWERS_BYTES: usize = THREAD_STACK + READ_BUF + MAX_VIEWERS * 64;
+/// At exit, how long the viewers may take to be sent the rest of the file (a viewer that keeps
+/// up gets the end record; one that does not cannot hold the process longer than this).
 const EXIT_WAIT: Duration = Duration::from_millis(500);
-/// The writer wakes the senders after each flush; a sender's wait is bounded anyway (a safety
-/// net, not a poll: an idle viewer costs a few wakeups a second).
-const SENDER_WAIT: Duration = Duration::from_millis(200);
+/// The thread's poll timeout: the writer wakes it after each flush, this is a safety net.
+const POLL_WAIT: u16 = 200;
 /// How long a new viewer waits for the writer to flush what it has (the writer loops every few
 /// milliseconds; past this, the last flush is the backlog).
 const FLUSH_WAIT: Duration = Duration::from_millis(250);
 
-/// What the accept thread, the writer and the senders share.
+/// What the serving thread and the writer share.
 pub struct Hub {
     flushed: Mutex<Flushed>,
-    /// Signalled after each flush and at close.
-    progress: Condvar,
     /// A new viewer waits for a flush: the writer flushes at its next loop.
     flush_wanted: AtomicBool,
-    /// Viewers served now (senders running).
+    /// Viewers served now (their backlog known or not).
     viewers: AtomicUsize,
-    /// Where senders read the trace back; set when the writer opens it.
+    /// Where viewers' bytes are read from; set when the writer opens the trace.
     history: OnceLock<History>,
+    /// Both ends of the serving thread's wake-up socket (absent if it could not be made: the
+    /// thread then wakes every [`POLL_WAIT`]).
+    wake: Option<(UnixStream, UnixStream)>,
 }
 
 /// What the writer has flushed to the trace file.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct Flushed {
     /// Bytes of the file that are whole frames on disk.
     len: u64,
@@ -79,12 +85,15 @@ struct Flushed {
 
 impl Hub {
     pub fn new() -> Arc<Hub> {
+        let wake = UnixStream::pair()
+            .ok()
+            .filter(|(a, b)| a.set_nonblocking(true).is_ok() && b.set_nonblocking(true).is_ok());
         Arc::new(Hub {
             flushed: Mutex::new(Flushed::default()),
-            progress: Condvar::new(),
             flush_wanted: AtomicBool::new(false),
             viewers: AtomicUsize::new(0),
             history: OnceLock::new(),
+            wake,
         })
     }
 
@@ -95,65 +104,15 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Serves a checked connection on a sender thread of its own, or tells it why not.
-    fn admit(self: &Arc<Self>, stream: UnixStream) {
-        if self.state().closed {
-            return refuse(&stream, "the process is exiting");
-        }
-        if self.viewers.fetch_add(1, Ordering::AcqRel) >= MAX_VIEWERS {
-            self.viewers.fetch_sub(1, Ordering::AcqRel);
-            return refuse(
-                &stream,
-                &format!("{MAX_VIEWERS} viewers are attached already, the most one process serves"),
+    /// Wakes the serving thread (never blocks: a full wake-up socket has a wake-up pending).
+    fn wake(&self) {
+        if let Some((tx, _)) = &self.wake {
+            let _ = send(
+                tx.as_raw_fd(),
+                &[1],
+                MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
             );
         }
-        let hub = Arc::clone(self);
-        let spawned = std::thread::Builder::new()
-            .name("tpuscope-viewer".into())
-            .stack_size(SENDER_STACK)
-            .spawn(move || {
-                // Ends when the viewer hangs up, or the trace is sent to its end (a file that
-                // cannot be read back mid-stream just ends the stream: the viewer says so).
-                let _ = serve_viewer(&hub, &stream);
-                drop(stream);
-                hub.viewers.fetch_sub(1, Ordering::AcqRel);
-            });
-        if spawned.is_err() {
-            self.viewers.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-
-    /// Asks the writer for a flush and waits (at most [`FLUSH_WAIT`]) for it; returns the flushed
-    /// length then.
-    fn flush_now(&self) -> u64 {
-        let mut f = self.state();
-        let asked = f.generation;
-        self.flush_wanted.store(true, Ordering::Release);
-        let deadline = Instant::now() + FLUSH_WAIT;
-        while f.generation == asked && !f.closed {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            f = self
-                .progress
-                .wait_timeout(f, left)
-                .map_or_else(|e| e.into_inner().0, |r| r.0);
-        }
-        f.len
-    }
-
-    /// Waits until more than `pos` bytes are flushed, the trace is closed, or [`SENDER_WAIT`]
-    /// passed; returns (flushed length, closed).
-    fn wait_beyond(&self, pos: u64) -> (u64, bool) {
-        let mut f = self.state();
-        if f.len <= pos && !f.closed {
-            f = self
-                .progress
-                .wait_timeout(f, SENDER_WAIT)
-                .map_or_else(|e| e.into_inner().0, |r| r.0);
-        }
-        (f.len, f.closed)
     }
 
     /// The writer flushed `len` bytes (whole frames).
@@ -164,29 +123,18 @@ impl Hub {
         f.generation += 1;
         drop(f);
         if self.viewers.load(Ordering::Acquire) > 0 {
-            self.progress.notify_all();
+            self.wake();
         }
     }
 
     fn close(&self) {
         self.state().closed = true;
-        self.progress.notify_all();
+        self.wake();
     }
 }
 
-/// Tells a connection why it is not served (a trace header and a refusal frame, which
-/// `tpuscope attach` prints) and drops it. Never blocks: a fresh socket's buffer takes it.
-fn refuse(stream: &UnixStream, reason: &str) {
-    let bytes = paths::refusal(reason);
-    let _ = send(
-        stream.as_raw_fd(),
-        &bytes,
-        MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
-    );
-}
-
-/// Where a sender reads the trace back: the writer's own file reopened through `/proc/self/fd`
-/// (still right if the trace was renamed or deleted), else its path.
+/// Where viewers' bytes are read: the writer's own file reopened through `/proc/self/fd` (still
+/// right if the trace was renamed or deleted), else its path.
 pub struct History {
     pub fd_path: PathBuf,
     pub path: PathBuf,
@@ -256,8 +204,8 @@ impl<W: Write> Write for Tee<W> {
 }
 
 impl<W: Write> Drop for Tee<W> {
-    /// The trace is closed (or abandoned): senders send the rest of what was flushed and close;
-    /// new connections are refused.
+    /// The trace is closed (or abandoned): viewers are sent the rest of what was flushed and
+    /// closed; new connections are refused.
     fn drop(&mut self) {
         if let Some(hub) = &self.hub {
             hub.close();
@@ -265,88 +213,319 @@ impl<W: Write> Drop for Tee<W> {
     }
 }
 
-/// Sends all of `buf`, without `SIGPIPE` (the host process may not ignore it).
-fn send_all(stream: &UnixStream, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match send(stream.as_raw_fd(), buf, MsgFlags::MSG_NOSIGNAL) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = buf.get(n..).unwrap_or_default(),
+/// Tells a connection why it is not served (a trace header and a refusal frame, which
+/// `tpuscope attach` prints) and drops it. Never blocks: a fresh socket's buffer takes it.
+fn refuse(stream: &UnixStream, reason: &str) {
+    let bytes = paths::refusal(reason);
+    let _ = send(
+        stream.as_raw_fd(),
+        &bytes,
+        MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+    );
+}
+
+/// Sends what the socket takes now, without blocking or `SIGPIPE` (the host process may not
+/// ignore it). `Ok(0)`: no room.
+fn send_some(stream: &UnixStream, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        match send(
+            stream.as_raw_fd(),
+            buf,
+            MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(n) => return Ok(n),
             Err(Errno::EINTR) => {}
-            Err(Errno::EPIPE | Errno::ECONNRESET) => return Err(io::ErrorKind::BrokenPipe.into()),
+            Err(Errno::EAGAIN) => return Ok(0),
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
 }
 
-/// A viewer's sender: the file up to the flushed length at connect time, the end-of-backlog
-/// mark, then the file as it is flushed, until the trace is closed and all of it is sent.
-fn serve_viewer(hub: &Hub, stream: &UnixStream) -> io::Result<()> {
-    let opened = hub.history.get().map(History::open);
-    let file = match opened {
-        Some(Ok(f)) => f,
-        Some(Err(e)) => {
-            refuse(stream, &format!("cannot read its trace file back: {e}"));
-            return Err(e);
+/// One viewer.
+struct Viewer {
+    stream: UnixStream,
+    /// Bytes of the trace file sent.
+    pos: u64,
+    /// The file's length at connect time, once the writer flushed (or [`FLUSH_WAIT`] passed).
+    backlog: Option<u64>,
+    /// Until the backlog is known: the flush generation asked after, and how long to wait.
+    asked: u64,
+    deadline: Instant,
+    /// Bytes of the end-of-backlog mark sent (it is built when due; no allocation).
+    mark_sent: usize,
+    marked: bool,
+    /// The file ended before the flushed length (recording stopped and the writer's buffer was
+    /// dropped): nothing to send until the next flush (its generation is kept here).
+    eof_at: Option<u64>,
+    /// Hung up, failed, or sent everything of a closed trace.
+    done: bool,
+}
+
+impl Viewer {
+    /// Whether there is something to send now.
+    fn has_bytes(&self, f: Flushed) -> bool {
+        if self.eof_at == Some(f.generation) {
+            return false;
         }
-        None => {
-            refuse(stream, "it has no trace file");
+        match self.backlog {
+            None => false,
+            // The rest of the backlog, or the mark.
+            Some(_) if !self.marked => true,
+            Some(_) => self.pos < f.len,
+        }
+    }
+
+    /// Sends what the socket takes, at most [`PIECES_PER_TURN`] pieces of the file.
+    fn pump(&mut self, file: &File, buf: &mut [u8], f: Flushed) -> io::Result<()> {
+        let Some(backlog) = self.backlog else {
             return Ok(());
-        }
-    };
-    let backlog = hub.flush_now();
-    send_file(hub, stream, &file, backlog)
-}
-
-/// [`serve_viewer`] once the file is open and the backlog known.
-fn send_file(hub: &Hub, stream: &UnixStream, file: &File, backlog: u64) -> io::Result<()> {
-    let mut buf = vec![0u8; READ_BUF];
-    let mut pos = 0u64;
-    let mut marked = false;
-    loop {
-        let (flushed, closed) = if marked || pos < backlog {
-            hub.wait_beyond(pos)
-        } else {
-            (pos, false)
         };
-        // Before the mark, read no further than the backlog.
-        let until = if marked { flushed } else { backlog };
-        while pos < until {
-            let want = usize::try_from(until - pos)
+        for _ in 0..PIECES_PER_TURN {
+            if !self.marked && self.pos == backlog {
+                let mark = paths::backlog_end_frame(backlog);
+                let rest = mark.get(self.mark_sent..).unwrap_or_default();
+                self.mark_sent += send_some(&self.stream, rest)?;
+                if self.mark_sent < mark.len() {
+                    return Ok(());
+                }
+                self.marked = true;
+                continue;
+            }
+            // Before the mark, no further than the backlog.
+            let until = if self.marked { f.len } else { backlog };
+            if self.pos >= until {
+                self.done = f.closed && self.marked;
+                return Ok(());
+            }
+            let want = usize::try_from(until - self.pos)
                 .unwrap_or(usize::MAX)
-                .min(READ_BUF);
-            let chunk = buf.get_mut(..want).unwrap_or_default();
-            let n = match file.read_at(chunk, pos) {
-                Ok(0) => return Err(io::Error::other("the trace file is shorter than written")),
+                .min(buf.len());
+            let piece = buf.get_mut(..want).unwrap_or_default();
+            let n = match file.read_at(piece, self.pos) {
+                Ok(0) => {
+                    // What the file holds is all there is (see `eof_at`).
+                    self.eof_at = Some(f.generation);
+                    self.done = f.closed && self.marked;
+                    return Ok(());
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            send_all(stream, chunk.get(..n).unwrap_or_default())?;
-            pos += n as u64;
+            let sent = send_some(&self.stream, piece.get(..n).unwrap_or_default())?;
+            self.pos += sent as u64;
+            if sent < n {
+                return Ok(());
+            }
         }
-        if !marked && pos >= backlog {
-            send_all(stream, &paths::backlog_end_frame(backlog))?;
-            marked = true;
-            continue;
-        }
-        if closed && pos >= flushed {
-            return Ok(());
+        Ok(())
+    }
+
+    /// The viewer's side said something: only its end (or an error) matters.
+    fn read_end(&mut self) {
+        let mut scratch = [0u8; 256];
+        loop {
+            match recv(
+                self.stream.as_raw_fd(),
+                &mut scratch,
+                MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(0) => {
+                    self.done = true;
+                    return;
+                }
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => return,
+                Err(_) => {
+                    self.done = true;
+                    return;
+                }
+            }
         }
     }
 }
 
-/// The bound socket, for the exit cleanup.
+/// The serving thread's state.
 struct Server {
+    hub: Arc<Hub>,
+    listener: UnixListener,
+    uid: u32,
+    viewers: Vec<Viewer>,
+    /// The trace file, opened for the first viewer.
+    file: Option<File>,
+    buf: Vec<u8>,
+}
+
+impl Server {
+    fn run(mut self) {
+        loop {
+            self.round();
+        }
+    }
+
+    /// Waits for something to do (at most [`POLL_WAIT`] ms), then does it.
+    fn round(&mut self) {
+        let f = *self.hub.state();
+        {
+            // Always the same size: no new allocation size appears when viewers come (with
+            // mimalloc's huge-page arenas, a new size class can fault in 2 MiB at once).
+            let mut fds = Vec::with_capacity(MAX_VIEWERS + 2);
+            fds.push(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN));
+            if let Some((_, rx)) = &self.hub.wake {
+                fds.push(PollFd::new(rx.as_fd(), PollFlags::POLLIN));
+            }
+            for v in &self.viewers {
+                let events = if v.has_bytes(f) {
+                    PollFlags::POLLOUT | PollFlags::POLLIN
+                } else {
+                    PollFlags::POLLIN
+                };
+                fds.push(PollFd::new(v.stream.as_fd(), events));
+            }
+            let waiting = self.viewers.iter().any(|v| v.backlog.is_none());
+            let timeout: u16 = if waiting { 10 } else { POLL_WAIT };
+            if let Err(e) = poll(&mut fds, timeout)
+                && e != Errno::EINTR
+            {
+                // Out of resources, say: try again later rather than spin.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let skip = 1 + usize::from(self.hub.wake.is_some());
+            // (A fixed array: the loop allocates nothing per round.)
+            let mut readable = [false; MAX_VIEWERS];
+            for (r, p) in readable.iter_mut().zip(fds.iter().skip(skip)) {
+                *r = p.revents().is_some_and(|r| {
+                    r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+                });
+            }
+            drop(fds);
+            for (v, r) in self.viewers.iter_mut().zip(readable) {
+                if r {
+                    v.read_end();
+                }
+            }
+        }
+        if let Some((_, rx)) = &self.hub.wake {
+            let mut scratch = [0u8; 64];
+            while matches!(recv(rx.as_raw_fd(), &mut scratch, MsgFlags::MSG_DONTWAIT), Ok(n) if n > 0)
+            {
+            }
+        }
+        self.accept_all();
+        let f = *self.hub.state();
+        let now = Instant::now();
+        if let Some(file) = &self.file {
+            for v in &mut self.viewers {
+                if v.done {
+                    continue;
+                }
+                if v.backlog.is_none() && (f.generation != v.asked || f.closed || now >= v.deadline)
+                {
+                    v.backlog = Some(f.len);
+                }
+                if v.pump(file, &mut self.buf, f).is_err() {
+                    v.done = true;
+                }
+            }
+        }
+        self.viewers.retain(|v| !v.done);
+        self.hub
+            .viewers
+            .store(self.viewers.len(), Ordering::Release);
+    }
+
+    /// Takes every waiting connection: serves it, or tells it why not.
+    fn accept_all(&mut self) {
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Nothing waiting, or out of descriptors (the next round tries again).
+                Err(_) => return,
+            };
+            // Another user's process is closed at once, before a byte is sent.
+            let peer = getsockopt(&stream, sockopt::PeerCredentials).map(|c| c.uid());
+            if peer != Ok(self.uid) {
+                continue;
+            }
+            let f = *self.hub.state();
+            if f.closed {
+                refuse(&stream, "the process is exiting");
+                continue;
+            }
+            if self.viewers.len() >= MAX_VIEWERS {
+                refuse(
+                    &stream,
+                    &format!(
+                        "{MAX_VIEWERS} viewers are attached already, the most one process serves"
+                    ),
+                );
+                continue;
+            }
+            if self.file.is_none() {
+                match self.hub.history.get().map(History::open) {
+                    Some(Ok(file)) => self.file = Some(file),
+                    Some(Err(e)) => {
+                        refuse(&stream, &format!("cannot read its trace file back: {e}"));
+                        continue;
+                    }
+                    None => {
+                        refuse(&stream, "it has no trace file");
+                        continue;
+                    }
+                }
+            }
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            self.hub.flush_wanted.store(true, Ordering::Release);
+            self.viewers.push(Viewer {
+                stream,
+                pos: 0,
+                backlog: None,
+                asked: f.generation,
+                deadline: Instant::now() + FLUSH_WAIT,
+                mark_sent: 0,
+                marked: false,
+                eof_at: None,
+                done: false,
+            });
+            self.hub
+                .viewers
+                .store(self.viewers.len(), Ordering::Release);
+        }
+    }
+}
+
+/// Starts the serving thread on `listener`.
+fn spawn_server(listener: UnixListener, hub: Arc<Hub>) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let server = Server {
+        hub,
+        listener,
+        uid: nix::unistd::geteuid().as_raw(),
+        viewers: Vec::with_capacity(MAX_VIEWERS),
+        file: None,
+        buf: vec![0u8; READ_BUF],
+    };
+    std::thread::Builder::new()
+        .name("tpuscope-live".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || server.run())
+        .map(drop)
+}
+
+/// The bound socket, for the exit cleanup.
+struct Bound {
     path: PathBuf,
     pid: u32,
     hub: Arc<Hub>,
 }
 
-static SERVER: OnceLock<Server> = OnceLock::new();
+static BOUND: OnceLock<Bound> = OnceLock::new();
 
-/// Binds this process's socket and starts the accept thread. A failure is said once on stderr;
-/// recording goes on without live viewers.
+/// Binds this process's socket and starts the serving thread. A failure is said once on
+/// stderr; recording goes on without live viewers.
 pub fn serve(hub: Arc<Hub>) {
     let pid = std::process::id();
     let result = paths::ensure_socket_dir().and_then(|dir| {
@@ -364,39 +543,18 @@ pub fn serve(hub: Arc<Hub>) {
             return;
         }
     };
-    let hub2 = Arc::clone(&hub);
-    let spawned = std::thread::Builder::new()
-        .name("tpuscope-live".into())
-        .spawn(move || accept_loop(&listener, &hub2));
-    if let Err(e) = spawned {
+    if let Err(e) = spawn_server(listener, Arc::clone(&hub)) {
         eprintln!("tpuscope: no live view for this process: {e}");
         let _ = std::fs::remove_file(&path);
         return;
     }
-    let _ = SERVER.set(Server { path, pid, hub });
+    let _ = BOUND.set(Bound { path, pid, hub });
 }
 
-fn accept_loop(listener: &UnixListener, hub: &Arc<Hub>) {
-    let uid = nix::unistd::geteuid().as_raw();
-    loop {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                // Another user's process is closed at once, before a byte is sent.
-                let peer = getsockopt(&stream, sockopt::PeerCredentials).map(|c| c.uid());
-                if peer == Ok(uid) {
-                    hub.admit(stream);
-                }
-            }
-            // Out of descriptors, say: try again later rather than spin.
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
-
-/// At exit, after the writer closed the trace: lets the senders finish (at most [`EXIT_WAIT`])
-/// and removes the socket. Nothing in a forked child (the socket is its parent's).
+/// At exit, after the writer closed the trace: lets the viewers be sent the rest (at most
+/// [`EXIT_WAIT`]) and removes the socket. Nothing in a forked child (the socket is its parent's).
 pub fn finish() {
-    let Some(s) = SERVER.get() else { return };
+    let Some(s) = BOUND.get() else { return };
     if std::process::id() != s.pid {
         return;
     }
@@ -411,16 +569,31 @@ pub fn finish() {
 mod tests {
     use super::*;
     use std::io::Read;
+    use std::path::Path;
     use tpuscope_core::event::{Execute, Manifest, Record};
     use tpuscope_core::live::{LiveDecoder, LiveError};
     use tpuscope_core::{TraceWriter, read_trace};
 
-    /// A trace writer over a file behind a tee with a hub, and the file's path.
-    fn setup() -> (tempfile::TempDir, TraceWriter<Tee<File>>, Arc<Hub>, PathBuf) {
+    /// A served socket in `dir` for `hub`; returns its path.
+    fn listen(dir: &Path, hub: &Arc<Hub>) -> PathBuf {
+        let sock = dir.join("v.sock");
+        spawn_server(UnixListener::bind(&sock).unwrap(), Arc::clone(hub)).unwrap();
+        sock
+    }
+
+    /// A trace writer over a file behind a tee with a hub, the file's path, and the socket.
+    fn setup() -> (
+        tempfile::TempDir,
+        TraceWriter<Tee<File>>,
+        Arc<Hub>,
+        PathBuf,
+        PathBuf,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.tps");
         let file = File::create(&path).unwrap();
         let hub = Hub::new();
+        let sock = listen(dir.path(), &hub);
         let history = History {
             fd_path: PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())),
             path: path.clone(),
@@ -432,7 +605,7 @@ mod tests {
         .unwrap();
         w.intern_string("before").unwrap();
         w.flush().unwrap();
-        (dir, w, hub, path)
+        (dir, w, hub, path, sock)
     }
 
     fn execute(i: u64) -> Record {
@@ -442,11 +615,9 @@ mod tests {
         })
     }
 
-    /// Connects a viewer; returns its far end.
-    fn connect(hub: &Arc<Hub>) -> UnixStream {
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        hub.admit(ours);
-        theirs
+    /// Connects a viewer.
+    fn connect(sock: &Path) -> UnixStream {
+        UnixStream::connect(sock).unwrap()
     }
 
     /// Plays the writer's part for a viewer that just connected: flushes when asked.
@@ -470,11 +641,11 @@ mod tests {
 
     #[test]
     fn the_stream_is_the_file_with_the_backlog_marked() {
-        let (_dir, mut w, hub, path) = setup();
+        let (_dir, mut w, _hub, path, sock) = setup();
         for i in 0..50 {
             w.write(&execute(i)).unwrap();
         }
-        let reader = read_all(connect(&hub));
+        let reader = read_all(connect(&sock));
         let asked = answer_flush(&mut w);
         for i in 50..100 {
             w.write(&execute(i)).unwrap();
@@ -504,8 +675,8 @@ mod tests {
 
     #[test]
     fn a_viewer_that_does_not_read_holds_nothing_and_loses_nothing() {
-        let (_dir, mut w, hub, path) = setup();
-        let stalled = connect(&hub);
+        let (_dir, mut w, _hub, path, sock) = setup();
+        let stalled = connect(&sock);
         answer_flush(&mut w);
         // Far more than the socket buffers, while the viewer reads nothing: the writer goes on.
         let t0 = Instant::now();
@@ -533,8 +704,8 @@ mod tests {
 
     #[test]
     fn a_viewer_that_hangs_up_is_forgotten() {
-        let (_dir, mut w, hub, _path) = setup();
-        let theirs = connect(&hub);
+        let (_dir, mut w, hub, _path, sock) = setup();
+        let theirs = connect(&sock);
         answer_flush(&mut w);
         drop(theirs);
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -557,10 +728,10 @@ mod tests {
 
     #[test]
     fn connections_past_the_limit_and_after_close_are_told_why() {
-        let (_dir, w, hub, _path) = setup();
-        let served: Vec<UnixStream> = (0..MAX_VIEWERS).map(|_| connect(&hub)).collect();
+        let (_dir, w, hub, _path, sock) = setup();
+        let served: Vec<UnixStream> = (0..MAX_VIEWERS).map(|_| connect(&sock)).collect();
         assert_eq!(
-            refusal_of(connect(&hub)),
+            refusal_of(connect(&sock)),
             "the process refused the viewer: 16 viewers are attached already, the most one process serves"
         );
         drop(w);
@@ -570,7 +741,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(
-            refusal_of(connect(&hub)),
+            refusal_of(connect(&sock)),
             "the process refused the viewer: the process is exiting"
         );
         drop(served);
@@ -578,9 +749,11 @@ mod tests {
 
     #[test]
     fn without_a_trace_file_a_viewer_is_told() {
+        let dir = tempfile::tempdir().unwrap();
         let hub = Hub::new();
+        let sock = listen(dir.path(), &hub);
         assert_eq!(
-            refusal_of(connect(&hub)),
+            refusal_of(connect(&sock)),
             "the process refused the viewer: it has no trace file"
         );
     }

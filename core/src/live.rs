@@ -40,9 +40,13 @@ const MAX_LIVE_HEADER: usize = 4096;
 const RECORD_OVERHEAD: u64 = 128;
 
 /// A frame holding the end-of-backlog mark at stream offset `backlog` (the bytes before it).
-pub fn backlog_end_frame(backlog: u64) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(FRAME_HEADER_LEN + 8);
-    format::encode_frame(&mut frame, BACKLOG_END_KIND, 0, &backlog.to_le_bytes());
+pub fn backlog_end_frame(backlog: u64) -> [u8; FRAME_HEADER_LEN + 8] {
+    let payload = backlog.to_le_bytes();
+    let mut frame = [0u8; FRAME_HEADER_LEN + 8];
+    frame[..4].copy_from_slice(&8u32.to_le_bytes());
+    frame[4..6].copy_from_slice(&BACKLOG_END_KIND.to_le_bytes());
+    frame[8..12].copy_from_slice(&format::frame_crc(BACKLOG_END_KIND, 0, &payload).to_le_bytes());
+    frame[12..].copy_from_slice(&payload);
     frame
 }
 
@@ -354,7 +358,7 @@ pub fn viewer_limit_bytes() -> Result<u64, String> {
 }
 
 /// Default of [`viewer_limit_bytes`].
-pub const DEFAULT_LIVE_MAX_MB: u64 = 4096;
+pub const DEFAULT_LIVE_MAX_MB: u64 = 2048;
 
 /// The effective uid of this process (the one `SO_PEERCRED` reports and files are created with),
 /// from `/proc/self/status`; `None` when that cannot be read.
