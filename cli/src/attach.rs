@@ -9,9 +9,9 @@ use tpuscope_analyzers::report::{self, Input};
 
 use crate::live_stream;
 
-/// How long `--snapshot` waits for the end of the process's backlog (it comes at once: the
-/// backlog is the trace file so far, read back by the collector).
-const SNAPSHOT_LIMIT: Duration = Duration::from_secs(10);
+/// How long `--snapshot` waits for more of the process's backlog before it gives up (the
+/// backlog comes at once: it is the trace file so far, read back by the collector).
+const SNAPSHOT_SILENCE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, clap::Args)]
 pub struct AttachArgs {
@@ -38,7 +38,7 @@ fn snapshot(
     stream: std::os::unix::net::UnixStream,
     path: &std::path::Path,
 ) -> Result<i32> {
-    let trace = live_stream::snapshot(stream, SNAPSHOT_LIMIT)
+    let trace = live_stream::snapshot(stream, SNAPSHOT_SILENCE)
         .with_context(|| format!("reading {}", path.display()))?;
     let rep = report::analyze(&[Input {
         path: format!("pid {} (live)", args.pid),

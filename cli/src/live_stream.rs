@@ -8,7 +8,7 @@ use std::io::{ErrorKind, Read};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
 use tpuscope_core::Trace;
@@ -110,23 +110,16 @@ pub fn spawn_reader(mut stream: UnixStream) -> Receiver<Chunk> {
 }
 
 /// The state of a process at the moment of the request: its stream up to the end-of-backlog
-/// mark (the trace as written when the connection was made). Fails after `limit` without the
-/// mark, or when the stream ends before it (unless it ended with the trace's end record: the
-/// process finished meanwhile).
-pub fn snapshot(mut stream: UnixStream, limit: Duration) -> Result<Trace> {
+/// mark (the trace as written when the connection was made). The backlog comes at once, as fast
+/// as it can be read; fails when nothing arrives for `silence` before the mark (the process is
+/// stuck, or its collector sends no mark), when the stream passes the decoder's limit, or when it
+/// ends before the mark (unless it ended with the trace's end record: the process finished
+/// meanwhile).
+pub fn snapshot(mut stream: UnixStream, silence: Duration) -> Result<Trace> {
     let mut decoder = decoder()?;
-    let start = Instant::now();
     let mut buf = vec![0u8; CHUNK];
+    stream.set_read_timeout(Some(silence))?;
     loop {
-        let left = limit.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            bail!(
-                "no end of backlog from the process within {} s ({} bytes received): it is not served by this version of tpuscope's collector, or it is stuck",
-                limit.as_secs(),
-                decoder.bytes_received()
-            );
-        }
-        stream.set_read_timeout(Some(left))?;
         match stream.read(&mut buf) {
             Ok(0) => {
                 if let Some(why) = closed_early(&decoder) {
@@ -146,8 +139,12 @@ pub fn snapshot(mut stream: UnixStream, limit: Duration) -> Result<Trace> {
                     break;
                 }
             }
-            Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
-            Err(e) if e.kind() == ErrorKind::TimedOut => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => bail!(
+                "the process sent nothing for {} s after {} bytes, before the end of its backlog: it is stuck, or not served by this version of tpuscope's collector",
+                silence.as_secs(),
+                decoder.bytes_received()
+            ),
             Err(e) => bail!("reading the stream: {e}"),
         }
     }

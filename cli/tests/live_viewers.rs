@@ -202,8 +202,16 @@ struct FakeSocket {
     stop: Arc<AtomicBool>,
 }
 
+/// What the fake socket does after its head.
+enum Then {
+    Close,
+    Repeat(Vec<u8>),
+    /// Stays open, silent, until stopped.
+    Hang,
+}
+
 impl FakeSocket {
-    fn start(head: Vec<u8>, body: Option<Vec<u8>>) -> FakeSocket {
+    fn start(head: Vec<u8>, then: Then) -> FakeSocket {
         let xdg = tempfile::tempdir().unwrap();
         let dir = xdg.path().join("tpuscope");
         std::fs::create_dir(&dir).unwrap();
@@ -220,8 +228,16 @@ impl FakeSocket {
             if s.write_all(&head).is_err() {
                 return;
             }
-            if let Some(body) = body {
-                while !stop2.load(Ordering::Relaxed) && s.write_all(&body).is_ok() {}
+            match then {
+                Then::Close => {}
+                Then::Repeat(body) => {
+                    while !stop2.load(Ordering::Relaxed) && s.write_all(&body).is_ok() {}
+                }
+                Then::Hang => {
+                    while !stop2.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
             }
         });
         FakeSocket { xdg, stop }
@@ -280,7 +296,7 @@ fn one_line(out: &Output) -> String {
 fn a_socket_that_floods_valid_frames_keeps_the_client_bounded() {
     // Endless small execute records (each decodes to a whole record in memory).
     let body: Vec<u8> = (0..4096).flat_map(|_| frame(18, &[0x08, 0x01])).collect();
-    let fake = FakeSocket::start(header(), Some(body));
+    let fake = FakeSocket::start(header(), Then::Repeat(body));
     let (out, hwm_kib) = fake.attach(&[("TPUSCOPE_LIVE_MAX_MB", "64")]);
     let line = one_line(&out);
     eprintln!("flood of valid frames: client VmHWM {hwm_kib} KiB: {line}");
@@ -305,7 +321,7 @@ fn a_socket_that_floods_garbage_or_absurd_frames_is_refused_in_one_line() {
             vec![0u8; 1 << 16],
         ),
     ] {
-        let fake = FakeSocket::start(head, Some(body));
+        let fake = FakeSocket::start(head, Then::Repeat(body));
         let (out, hwm_kib) = fake.attach(&[]);
         let line = one_line(&out);
         eprintln!("flood of {what}: client VmHWM {hwm_kib} KiB: {line}");
@@ -319,7 +335,7 @@ fn a_socket_that_floods_garbage_or_absurd_frames_is_refused_in_one_line() {
 
 #[test]
 fn a_socket_that_closes_at_once_is_said_so() {
-    let fake = FakeSocket::start(Vec::new(), None);
+    let fake = FakeSocket::start(Vec::new(), Then::Close);
     let (out, _) = fake.attach(&[]);
     let line = one_line(&out);
     assert!(
@@ -327,8 +343,21 @@ fn a_socket_that_closes_at_once_is_said_so() {
         "{line}"
     );
     // A header and then the end: still no trace to show.
-    let fake = FakeSocket::start(header(), None);
+    let fake = FakeSocket::start(header(), Then::Close);
     let (out, _) = fake.attach(&[]);
     let line = one_line(&out);
     assert!(line.contains("the process closed the connection"), "{line}");
+}
+
+#[test]
+fn a_socket_that_goes_quiet_before_the_end_of_its_backlog_is_said_so() {
+    let fake = FakeSocket::start([header(), frame(18, &[0x08, 0x01])].concat(), Then::Hang);
+    let t0 = Instant::now();
+    let (out, _) = fake.attach(&[]);
+    let line = one_line(&out);
+    assert!(
+        line.contains("the process sent nothing for 10 s after 30 bytes"),
+        "{line}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
 }

@@ -358,7 +358,7 @@ pub fn viewer_limit_bytes() -> Result<u64, String> {
 }
 
 /// Default of [`viewer_limit_bytes`].
-pub const DEFAULT_LIVE_MAX_MB: u64 = 2048;
+pub const DEFAULT_LIVE_MAX_MB: u64 = 1024;
 
 /// The effective uid of this process (the one `SO_PEERCRED` reports and files are created with),
 /// from `/proc/self/status`; `None` when that cannot be read.
