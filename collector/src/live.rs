@@ -257,6 +257,9 @@ struct Viewer {
     /// The file ended before the flushed length (recording stopped and the writer's buffer was
     /// dropped): nothing to send until the next flush (its generation is kept here).
     eof_at: Option<u64>,
+    /// Its socket took less than offered: nothing is offered again until poll says it has
+    /// room (a viewer that does not read costs nothing per flush).
+    blocked: bool,
     /// Hung up, failed, or sent everything of a closed trace.
     done: bool,
 }
@@ -286,6 +289,7 @@ impl Viewer {
                 let rest = mark.get(self.mark_sent..).unwrap_or_default();
                 self.mark_sent += send_some(&self.stream, rest)?;
                 if self.mark_sent < mark.len() {
+                    self.blocked = true;
                     return Ok(());
                 }
                 self.marked = true;
@@ -315,6 +319,7 @@ impl Viewer {
             let sent = send_some(&self.stream, piece.get(..n).unwrap_or_default())?;
             self.pos += sent as u64;
             if sent < n {
+                self.blocked = true;
                 return Ok(());
             }
         }
@@ -391,17 +396,26 @@ impl Server {
                 std::thread::sleep(Duration::from_millis(100));
             }
             let skip = 1 + usize::from(self.hub.wake.is_some());
-            // (A fixed array: the loop allocates nothing per round.)
+            // (Fixed arrays: the loop allocates nothing per round.)
             let mut readable = [false; MAX_VIEWERS];
-            for (r, p) in readable.iter_mut().zip(fds.iter().skip(skip)) {
-                *r = p.revents().is_some_and(|r| {
-                    r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
-                });
+            let mut writable = [false; MAX_VIEWERS];
+            for ((r, w), p) in readable
+                .iter_mut()
+                .zip(writable.iter_mut())
+                .zip(fds.iter().skip(skip))
+            {
+                let revents = p.revents().unwrap_or(PollFlags::empty());
+                *r =
+                    revents.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR);
+                *w = revents.contains(PollFlags::POLLOUT);
             }
             drop(fds);
-            for (v, r) in self.viewers.iter_mut().zip(readable) {
+            for ((v, r), w) in self.viewers.iter_mut().zip(readable).zip(writable) {
                 if r {
                     v.read_end();
+                }
+                if w {
+                    v.blocked = false;
                 }
             }
         }
@@ -416,7 +430,7 @@ impl Server {
         let now = Instant::now();
         if let Some(file) = &self.file {
             for v in &mut self.viewers {
-                if v.done {
+                if v.done || v.blocked {
                     continue;
                 }
                 if v.backlog.is_none() && (f.generation != v.asked || f.closed || now >= v.deadline)
@@ -488,6 +502,7 @@ impl Server {
                 mark_sent: 0,
                 marked: false,
                 eof_at: None,
+                blocked: false,
                 done: false,
             });
             self.hub
