@@ -85,6 +85,16 @@ impl Stamp {
     }
 }
 
+/// Unix times (and durations) in µs further than this from 1970 (about ±1,100 years) come from a
+/// damaged or forged log, not a clock: they are ignored, which keeps every sum and product of
+/// times below far from overflowing an i64.
+const MAX_ABS_US: f64 = (1u64 << 55) as f64;
+
+/// `x` µs as an integer, if a clock could have given it.
+fn plausible_us(x: f64) -> Option<i64> {
+    (x.is_finite() && x.abs() <= MAX_ABS_US).then_some(x as i64)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date.
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -284,13 +294,11 @@ pub struct FrameCompile {
 impl FrameCompile {
     /// Start and end, Unix µs.
     pub fn span_us(&self) -> Option<(i64, i64)> {
-        match (self.start_s, self.duration_s) {
-            (Some(s), Some(d)) => {
-                let a = (s * 1e6) as i64;
-                Some((a, a + (d * 1e6) as i64))
-            }
-            _ => Some((self.first_us?, self.last_us?)),
-        }
+        let metrics = self.start_s.zip(self.duration_s).and_then(|(s, d)| {
+            let a = plausible_us(s * 1e6)?;
+            Some((a, a + plausible_us(d * 1e6)?.max(0)))
+        });
+        metrics.or_else(|| Some((self.first_us?, self.last_us?)))
     }
 
     /// The compiled function, its file and first line: from the metrics, else the top of the
@@ -549,10 +557,11 @@ pub fn parse<'a>(texts: impl IntoIterator<Item = &'a str>) -> Parsed {
                     .payload
                     .as_deref()
                     .and_then(|p| serde_json::from_str::<Value>(p).ok())
-                    .and_then(|v| v.get("ts").and_then(Value::as_f64));
+                    .and_then(|v| v.get("ts").and_then(Value::as_f64))
+                    .and_then(plausible_us);
                 if let Some(ts) = ts {
-                    exact_us = Some(ts as i64);
-                    calib.entry(e.pid).or_default().push((e.stamp, ts as i64));
+                    exact_us = Some(ts);
+                    calib.entry(e.pid).or_default().push((e.stamp, ts));
                 }
             } else if let Some(start) = e.meta.get("dynamo_start") {
                 let frames = start
