@@ -1,5 +1,13 @@
 //! `tpuscope export`: a trace in formats other tools open — Chrome trace-event JSON (Perfetto UI,
 //! chrome://tracing) and flamegraph SVG of compile or sync time by Python stack.
+//!
+//! A plain trace is converted as it is read (memory does not grow with the trace). Chrome JSON
+//! does not need its events in order, so they are written in file order as their records
+//! arrive; a device's work, drawn in completion-time order per device, follows its completion
+//! within a reorder window; the lane names (metadata events) come last, once every thread and
+//! device is known. An executable is named by the first compile or load naming it before its
+//! use (collectors write it first). A merged job file is read whole: its hosts share one
+//! timeline, whose origin is the earliest host's start.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
@@ -183,7 +191,7 @@ struct JsonArray<'w, W: Write> {
 }
 
 impl<W: Write> JsonArray<'_, W> {
-    fn push(&mut self, v: &Value) -> std::io::Result<()> {
+    fn push(&mut self, v: &impl serde::Serialize) -> std::io::Result<()> {
         if !self.first {
             self.w.write_all(b",")?;
         }
@@ -355,6 +363,53 @@ const EXECUTES_KEPT: usize = 1 << 20;
 /// executable id, seq, error).
 type Completion = (u64, u64, u64, u64, u64, Option<String>);
 
+/// A complete ("X") event, typed for the kinds a long trace is made of (launches and device
+/// work): serialized straight from the struct, without building a JSON value per event.
+#[derive(serde::Serialize)]
+struct Complete<A> {
+    name: String,
+    cat: &'static str,
+    ph: &'static str,
+    pid: u32,
+    tid: u64,
+    ts: f64,
+    dur: f64,
+    args: A,
+}
+
+#[derive(serde::Serialize)]
+struct ExecuteArgs {
+    seq: u64,
+    num_devices: u32,
+    num_args: u32,
+    arg_signature: String,
+    completion_tracked: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct DeviceArgs {
+    seq: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// One Chrome event.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Ev {
+    Value(Value),
+    Execute(Complete<ExecuteArgs>),
+    Device(Complete<DeviceArgs>),
+}
+
+impl From<Value> for Ev {
+    fn from(v: Value) -> Ev {
+        Ev::Value(v)
+    }
+}
+
 /// A completion read before its launch: (file order, completion time, device, error).
 type Early = (u64, u64, u32, Option<String>);
 
@@ -424,7 +479,7 @@ impl Chrome {
         &mut self,
         trace: &Trace,
         r: &Record,
-        emit: &mut impl FnMut(Value) -> std::io::Result<()>,
+        emit: &mut impl FnMut(Ev) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         self.seen += 1;
         if self.base.is_none() {
@@ -496,17 +551,28 @@ impl Chrome {
             Record::Execute(e) => {
                 self.threads.insert(e.thread);
                 self.launched(e.seq, e.t_ns, e.executable_id);
-                let mut args = json!({
-                    "seq": e.seq,
-                    "num_devices": e.num_devices,
-                    "num_args": e.num_args,
-                    "arg_signature": trace.string(e.arg_signature),
-                    "completion_tracked": e.completion_tracked,
-                });
-                add_common(&mut args, trace, 0, e.error.as_ref());
-                let name = self.exe_name(e.executable_id);
-                let ev = self.x("execute", name, e.thread.into(), e.t_ns, e.dur_ns, args);
-                emit(ev)?;
+                let args = ExecuteArgs {
+                    seq: e.seq,
+                    num_devices: e.num_devices,
+                    num_args: e.num_args,
+                    arg_signature: trace.string(e.arg_signature).to_string(),
+                    completion_tracked: e.completion_tracked,
+                    // As `add_common` says it (launches carry no stack).
+                    error: e
+                        .error
+                        .as_ref()
+                        .map(|e| format!("code {}: {}", e.code, e.message)),
+                };
+                emit(Ev::Execute(Complete {
+                    name: self.exe_name(e.executable_id),
+                    cat: "execute",
+                    ph: "X",
+                    pid,
+                    tid: e.thread.into(),
+                    ts: self.us(e.t_ns),
+                    dur: dur(e.dur_ns),
+                    args,
+                }))?;
                 // Completions that came before this launch.
                 for (order, end, device, err) in self.early.remove(&e.seq).unwrap_or_default() {
                     let c = (end, order, e.t_ns, e.executable_id, e.seq, err);
@@ -606,7 +672,7 @@ impl Chrome {
             }),
             _ => return Ok(()),
         };
-        emit(ev)
+        emit(ev.into())
     }
 
     fn launched(&mut self, seq: u64, t_ns: u64, id: u64) {
@@ -627,7 +693,7 @@ impl Chrome {
         &mut self,
         device: u32,
         c: Completion,
-        emit: &mut impl FnMut(Value) -> std::io::Result<()>,
+        emit: &mut impl FnMut(Ev) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         let lane = self.lanes.entry(device).or_default();
         lane.push(Reverse(c));
@@ -639,25 +705,29 @@ impl Chrome {
         Ok(())
     }
 
-    fn device_event(&mut self, device: u32, c: Completion) -> Value {
-        let (end, _, start, id, seq, err) = c;
+    fn device_event(&mut self, device: u32, c: Completion) -> Ev {
+        let (end, _, start, id, seq, error) = c;
         let from = start
             .max(self.busy_until.get(&device).copied().unwrap_or(0))
             .min(end);
         self.busy_until.insert(device, end);
-        let mut args = json!({"seq": seq});
-        if let Some(m) = err {
-            args["error"] = Value::String(m);
-        }
-        let tid = DEVICE_TID_BASE + u64::from(device);
-        self.x("device", self.exe_name(id), tid, from, end - from, args)
+        Ev::Device(Complete {
+            name: self.exe_name(id),
+            cat: "device",
+            ph: "X",
+            pid: self.pid,
+            tid: DEVICE_TID_BASE + u64::from(device),
+            ts: self.us(from),
+            dur: dur(end - from),
+            args: DeviceArgs { seq, error },
+        })
     }
 
     /// The device work still waiting, then the lane names and the document's `otherData`.
     fn finish(
         mut self,
         trace: &Trace,
-        emit: &mut impl FnMut(Value) -> std::io::Result<()>,
+        emit: &mut impl FnMut(Ev) -> std::io::Result<()>,
     ) -> std::io::Result<(Vec<Value>, Value)> {
         for device in self.lanes.keys().copied().collect::<Vec<_>>() {
             while let Some(Reverse(c)) = self.lanes.get_mut(&device).and_then(BinaryHeap::pop) {
@@ -719,8 +789,8 @@ fn chrome_json(trace: &Trace) -> Value {
     let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
     let mut chrome = Chrome::new(Some(base), pid, executable_names(trace));
     let mut ev = Vec::new();
-    let mut push = |v| {
-        ev.push(v);
+    let mut push = |v: Ev| {
+        ev.push(serde_json::to_value(v).map_err(std::io::Error::from)?);
         Ok(())
     };
     // Pushing into a Vec cannot fail.
