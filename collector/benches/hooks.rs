@@ -22,6 +22,9 @@
 //!   outputs (new buffers every step, like a training loop's parameters: shape cache misses);
 //!   "same args": the same four buffers every time (shape cache hits). Only the execute call is
 //!   timed; awaiting and destroying outputs happens outside the timed region.
+//! - concurrent (`*_mt`): 4 threads at once, each with its own buffers: chained executes, and
+//!   zero-copy host reads (`IsOnCpu` → `IncreaseExternalReferenceCount`, JAX's `float(x)` on a
+//!   CPU buffer). A lock every hook takes shows up here, not in the one-thread numbers.
 //! - writer: in this process (the collector's rlib), a producer pushes events as fast as it can
 //!   into a recorder of the default capacity while the writer thread drains it into a trace;
 //!   the drain rate is the ceiling above which events are dropped.
@@ -44,8 +47,9 @@ use std::time::{Duration, Instant};
 use common::{cpu_client, cpu_plugin, f32_bytes, get_api, open, run_self, traces_in};
 use tpuscope_collector::ffi::pjrt::driver::{Driver, SINGLE_DEVICE_COMPILE_OPTIONS};
 use tpuscope_collector::ffi::pjrt::{
-    BufferReadyEventArgs, EventAwaitArgs, ExecuteOptions, LoadedExecutableExecuteArgs, PjrtArgs,
-    PjrtBuffer, PjrtEvent, PjrtFn, PjrtLoadedExecutable, buffer_type,
+    BufferExternalReferenceCountArgs, BufferIsOnCpuArgs, BufferReadyEventArgs, EventAwaitArgs,
+    ExecuteOptions, LoadedExecutableExecuteArgs, PjrtArgs, PjrtBuffer, PjrtClient, PjrtDevice,
+    PjrtEvent, PjrtFn, PjrtLoadedExecutable, buffer_type,
 };
 use tpuscope_collector::recorder::{Event, Recorder};
 use tpuscope_core::RawFrame;
@@ -84,6 +88,12 @@ const EXEC_PAIRS: usize = 200;
 const EXEC_CALLS: usize = 50;
 /// Writer: events pushed per mix.
 const WRITER_EVENTS: usize = 1_000_000;
+/// Threads calling at once in the concurrent measurements (more than the cores a CI machine
+/// has, so a lock shared by the hooks would be contended).
+const MT_THREADS: usize = 4;
+const MT_PAIRS: usize = 40;
+const MT_EXEC_CALLS: usize = 50;
+const MT_READ_CALLS: usize = 500;
 
 // ------------------------------------------------------------- stats / json
 
@@ -308,6 +318,121 @@ impl ExecSide {
     }
 }
 
+// ------------------------------------------------------------------ concurrent
+
+/// Handles the concurrent measurements share across threads (as addresses: raw pointers are
+/// not `Send`).
+#[derive(Clone, Copy)]
+struct Shared {
+    client: usize,
+    dev: usize,
+    exe: usize,
+}
+
+impl Shared {
+    /// A fresh f32[16,16] buffer made through `d`.
+    ///
+    /// # Safety
+    /// The client and device must be live.
+    unsafe fn buffer(&self, d: &Driver, v: f32) -> *mut PjrtBuffer {
+        // SAFETY: caller guarantee.
+        unsafe {
+            d.buffer_from_host(
+                self.client as *mut PjrtClient,
+                self.dev as *mut PjrtDevice,
+                &f32_bytes(&[v; 256]),
+                buffer_type::F32,
+                &[16, 16],
+            )
+        }
+        .unwrap_or_else(|e| panic!("buffer: {e}"))
+    }
+}
+
+/// Mean over `threads` threads, started together, of what `per_thread` returns (ns per call).
+fn concurrent(threads: usize, per_thread: impl Fn(usize) -> f64 + Sync) -> f64 {
+    let barrier = std::sync::Barrier::new(threads);
+    let f = &per_thread;
+    let b = &barrier;
+    let sum: f64 = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|i| {
+                s.spawn(move || {
+                    b.wait();
+                    f(i)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| panic!("bench thread panicked")))
+            .sum()
+    });
+    sum / threads as f64
+}
+
+/// Chained executes (new argument buffers every call: shape cache misses, signature lookups)
+/// on every thread at once; mean ns per execute call.
+fn mt_execute_batch(d: Driver, sh: Shared, threads: usize) -> f64 {
+    concurrent(threads, |t| {
+        let mut side = ExecSide {
+            d,
+            exe: sh.exe as *mut PjrtLoadedExecutable,
+            // SAFETY: the client and device live until the process exits.
+            inputs: (0..NUM_ARGS)
+                .map(|i| unsafe { sh.buffer(&d, (t * NUM_ARGS + i) as f32) })
+                .collect(),
+            chain: true,
+        };
+        let ns = side.batch(MT_EXEC_CALLS);
+        for b in side.inputs {
+            // SAFETY: the last outputs are ours and not used again.
+            let _ = unsafe { d.buffer_destroy(b) };
+        }
+        ns
+    })
+}
+
+/// Zero-copy host reads (JAX's `float(x)` on a CPU buffer: `IsOnCpu` → `IncreaseExternal
+/// ReferenceCount`, then the reference dropped) on every thread at once; mean ns per read.
+fn mt_read_batch(d: Driver, sh: Shared, threads: usize) -> f64 {
+    let is_on_cpu = slot(d.api().buffer_is_on_cpu, "buffer_is_on_cpu");
+    let increase = slot(
+        d.api().buffer_increase_external_reference_count,
+        "buffer_increase_external_reference_count",
+    );
+    let decrease = slot(
+        d.api().buffer_decrease_external_reference_count,
+        "buffer_decrease_external_reference_count",
+    );
+    concurrent(threads, |t| {
+        // SAFETY: the client and device live until the process exits; the buffer is ours.
+        let buf = unsafe { sh.buffer(&d, t as f32) };
+        let mut total = 0u128;
+        for _ in 0..MT_READ_CALLS {
+            let mut on = BufferIsOnCpuArgs::new();
+            on.buffer = buf;
+            let mut inc = BufferExternalReferenceCountArgs::new();
+            inc.buffer = buf;
+            let t0 = Instant::now();
+            // SAFETY: `buf` is live; each call only reads its args and the buffer.
+            unsafe {
+                d.check(is_on_cpu(&mut on))
+                    .unwrap_or_else(|e| panic!("is on cpu: {e}"));
+                d.check(increase(&mut inc))
+                    .unwrap_or_else(|e| panic!("increase: {e}"));
+            }
+            total += t0.elapsed().as_nanos();
+            let mut dec = BufferExternalReferenceCountArgs::new();
+            dec.buffer = buf;
+            // SAFETY: drops the reference just taken.
+            unsafe { d.check(decrease(&mut dec)) }.unwrap_or_else(|e| panic!("decrease: {e}"));
+        }
+        // SAFETY: the buffer is ours and not used again.
+        let _ = unsafe { d.buffer_destroy(buf) };
+        total as f64 / MT_READ_CALLS as f64
+    })
+}
+
 // ----------------------------------------------------------------------- child
 
 /// Counts of a trace's records by kind, its dropped total and whether it ended cleanly.
@@ -477,6 +602,54 @@ fn child(mode: &str) {
                 let mut j = p.json();
                 j.int("calls_per_batch", EXEC_CALLS as u64)
                     .int("args", NUM_ARGS as u64);
+                j.render()
+            });
+        }
+    }
+
+    // The same calls from several threads at once: what the hooks add when they run
+    // concurrently (a lock they all take shows up here, not in the one-thread numbers).
+    {
+        // SAFETY: a client, executable and device of this process, live until it exits.
+        let sh = unsafe {
+            let client = cpu_client(&c, 1);
+            let exe = c
+                .compile(
+                    client,
+                    STEP4_MLIR.as_bytes(),
+                    "mlir",
+                    SINGLE_DEVICE_COMPILE_OPTIONS,
+                )
+                .unwrap_or_else(|e| panic!("compile: {e}"));
+            let dev = c
+                .loaded_addressable_devices(exe)
+                .unwrap_or_else(|e| panic!("{e}"))[0];
+            Shared {
+                client: client as usize,
+                dev: dev as usize,
+                exe: exe as usize,
+            }
+        };
+        for (key, batch) in [
+            (
+                "execute_chained_mt",
+                mt_execute_batch as fn(Driver, Shared, usize) -> f64,
+            ),
+            ("zero_copy_read_mt", mt_read_batch),
+        ] {
+            for _ in 0..3 {
+                batch(r, sh, MT_THREADS);
+                batch(c, sh, MT_THREADS);
+            }
+            let p = alternate(
+                MT_PAIRS,
+                Duration::from_millis(2),
+                || batch(r, sh, MT_THREADS),
+                || batch(c, sh, MT_THREADS),
+            );
+            out.raw(key, {
+                let mut j = p.json();
+                j.int("threads", MT_THREADS as u64);
                 j.render()
             });
         }

@@ -386,9 +386,15 @@ impl Writer {
                     *st.not_recorded.entry(ev.record.kind().name()).or_default() += 1;
                     continue;
                 }
-                if let Err(e) = self.write_event(ev) {
-                    self.failed(e, recorder);
-                    continue;
+                match self.write_event(ev) {
+                    Ok(()) => {}
+                    // A record too large for a frame was refused before anything was written:
+                    // the trace goes on without it.
+                    Err(e) if e.kind() == io::ErrorKind::InvalidInput => continue,
+                    Err(e) => {
+                        self.failed(e, recorder);
+                        continue;
+                    }
                 }
                 dirty = true;
                 if drained.is_multiple_of(4096) && last_flush.elapsed() >= FLUSH_INTERVAL {

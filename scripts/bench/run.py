@@ -323,7 +323,11 @@ def table(res):
         add(fmtrow % ("   same, TPUSCOPE_ENABLE=0 (pass-through)",
                       "+%s p50, +%s p99" % (fmt_ns(q["added_p50_ns"]), fmt_ns(q["added_p99_ns"])), "", ""))
         for key, label in (("execute_chained", "execute, 4 args, new buffers each call"),
-                           ("execute_same_args", "execute, 4 args, same buffers each call")):
+                           ("execute_same_args", "execute, 4 args, same buffers each call"),
+                           ("execute_chained_mt", "execute, new buffers, 4 threads at once"),
+                           ("zero_copy_read_mt", "zero-copy host read, 4 threads at once")):
+            if key not in rec:
+                continue
             e = rec[key]
             add(fmtrow % (label,
                           "+%s p50, +%s p99" % (fmt_ns(e["added_p50_ns"]), fmt_ns(e["added_p99_ns"])), "", ""))
