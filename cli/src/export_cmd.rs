@@ -9,8 +9,7 @@
 //! use (collectors write it first). A merged job file is read whole: its hosts share one
 //! timeline, whose origin is the earliest host's start.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -131,6 +130,9 @@ fn export_stream(
 ) -> Result<()> {
     let read_err = |e| read_error(&args.trace, e);
     let mut item = first;
+    // Events are small pieces: gathered here before they reach the output (or the compressor).
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
+    let w = &mut w;
     match args.format {
         ExportFormat::ChromeJson => {
             let mut chrome = Chrome::new(None, 0, HashMap::new());
@@ -181,6 +183,7 @@ fn export_stream(
             w.write_all(svg.as_bytes())?;
         }
     }
+    w.flush()?;
     Ok(())
 }
 
@@ -427,7 +430,8 @@ struct Chrome {
     /// Completions read before their launch (the device may finish before the launch call
     /// returns), by seq.
     early: HashMap<u64, Vec<Early>>,
-    lanes: BTreeMap<u32, BinaryHeap<Reverse<Completion>>>,
+    /// Per device, completions not drawn yet, in (completion time, file order) order.
+    lanes: BTreeMap<u32, VecDeque<Completion>>,
     busy_until: BTreeMap<u32, u64>,
     threads: BTreeSet<u32>,
     devices: BTreeSet<u32>,
@@ -696,9 +700,16 @@ impl Chrome {
         emit: &mut impl FnMut(Ev) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         let lane = self.lanes.entry(device).or_default();
-        lane.push(Reverse(c));
+        // Completions come nearly in time order: the place is found from the back in a step
+        // or two.
+        let key = (c.0, c.1);
+        let at = lane
+            .iter()
+            .rposition(|d| (d.0, d.1) <= key)
+            .map_or(0, |i| i + 1);
+        lane.insert(at, c);
         if lane.len() > REORDER
-            && let Some(Reverse(c)) = lane.pop()
+            && let Some(c) = lane.pop_front()
         {
             emit(self.device_event(device, c))?;
         }
@@ -730,7 +741,7 @@ impl Chrome {
         emit: &mut impl FnMut(Ev) -> std::io::Result<()>,
     ) -> std::io::Result<(Vec<Value>, Value)> {
         for device in self.lanes.keys().copied().collect::<Vec<_>>() {
-            while let Some(Reverse(c)) = self.lanes.get_mut(&device).and_then(BinaryHeap::pop) {
+            while let Some(c) = self.lanes.get_mut(&device).and_then(VecDeque::pop_front) {
                 let ev = self.device_event(device, c);
                 emit(ev)?;
             }
