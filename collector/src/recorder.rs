@@ -291,6 +291,16 @@ mod tests {
         assert_eq!(won.load(Ordering::Relaxed), 2000);
     }
 
+    /// Hooks check the writer's frame limit before copying a blob (the writer would refuse it).
+    #[test]
+    fn a_blob_too_large_for_a_frame_is_known_before_copying() {
+        let max = tpuscope_core::format::MAX_PAYLOAD_LEN;
+        assert!(BlobData::fits(1 << 20, "input_program", "mlir"));
+        assert!(!BlobData::fits(max, "input_program", "mlir"));
+        assert!(!BlobData::fits(max - 1024, "optimized_program", "hlo"));
+        assert!(BlobData::fits(max - 2048, "optimized_program", "hlo"));
+    }
+
     #[test]
     fn events_stay_small() {
         assert!(
