@@ -21,8 +21,13 @@ step "build"
 cargo build --workspace --all-targets --locked
 
 step "tests"
-# The reader fuzz loop runs a full minute in CI, a few seconds locally.
+# The reader fuzz loop, and each fuzz target below, run a full minute in CI, a few seconds locally.
 export TPUSCOPE_FUZZ_SECS="${TPUSCOPE_FUZZ_SECS:-$([ "${CI:-}" = true ] && echo 60 || echo 5)}"
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+
+step "fuzz (${TPUSCOPE_FUZZ_SECS} s a target)"
+# libFuzzer targets for the trace readers, live decoders, HLO decoder and TORCH_TRACE parser
+# (fuzz/README.md); nightly toolchain, own target dir; fails on any crash, naming the input.
+scripts/fuzz.sh
 
 step "done"
