@@ -76,6 +76,9 @@ pub enum LiveError {
     OverLimit { limit_mib: u64 },
     #[error("the process refused the viewer: {0}")]
     Refused(String),
+    /// Pushed more after one of the above (whose message this is): nothing more is taken.
+    #[error("{0}")]
+    AfterError(String),
 }
 
 /// What [`LiveDecoder::push`] did with a piece of the stream.
@@ -113,6 +116,11 @@ pub struct LiveDecoder {
     head: Vec<u8>,
     /// A control frame's payload collected so far.
     control: Vec<u8>,
+    /// The start of a data frame not yet whole: the builder is handed whole frames only (it
+    /// would take an incomplete one's payload for damage to skip).
+    carry: Vec<u8>,
+    /// The first error, after which nothing more is taken.
+    failed: Option<String>,
     /// CRC of the frame being taken (checked here: the builder would wait for a next valid
     /// frame to call bytes damaged, and this walk would follow a bad length meanwhile).
     crc: crc32fast::Hasher,
@@ -135,6 +143,8 @@ impl LiveDecoder {
             walk: Walk::Header,
             head: Vec::with_capacity(HEADER_LEN),
             control: Vec::new(),
+            carry: Vec::new(),
+            failed: None,
             crc: crc32fast::Hasher::new(),
             offset: 0,
             trace_bytes: 0,
@@ -147,124 +157,175 @@ impl LiveDecoder {
     /// Takes the next piece of the stream. Stops right after an end-of-backlog mark (see
     /// [`Pushed`]). After an error the decoder takes nothing more.
     pub fn push(&mut self, bytes: &[u8]) -> Result<Pushed, LiveError> {
-        let mut out: Vec<u8> = Vec::new();
+        if let Some(first) = &self.failed {
+            return Err(LiveError::AfterError(first.clone()));
+        }
+        let pushed = self.push_inner(bytes);
+        if let Err(e) = &pushed {
+            self.failed = Some(e.to_string());
+        }
+        pushed
+    }
+
+    fn push_inner(&mut self, bytes: &[u8]) -> Result<Pushed, LiveError> {
+        // Bytes for the builder: a frame carried over, then this piece's; `whole` is where the
+        // last whole frame (or the header) ends.
+        let mut out = std::mem::take(&mut self.carry);
+        let mut whole = 0;
         let mut i = 0;
         let mut backlog_end = false;
+        let mut failure = None;
         while i < bytes.len() && !backlog_end {
             let rest = bytes.get(i..).unwrap_or_default();
-            let taken = match self.walk {
-                Walk::Header => {
-                    let n = (HEADER_LEN - self.head.len()).min(rest.len());
-                    self.head
-                        .extend_from_slice(rest.get(..n).unwrap_or_default());
-                    out.extend_from_slice(rest.get(..n).unwrap_or_default());
-                    self.trace_bytes += n as u64;
-                    if self.head.len() == HEADER_LEN {
-                        let h = crate::reader::parse_header_start(&self.head)?;
-                        if h.len > MAX_LIVE_HEADER {
-                            return Err(ReadError::DamagedHeader(format!(
-                                "header length field {} (a live stream's is at most {MAX_LIVE_HEADER})",
-                                h.len
-                            ))
-                            .into());
-                        }
-                        self.head.clear();
-                        self.walk = match h.len - HEADER_LEN {
-                            0 => Walk::FrameHeader,
-                            n => Walk::HeaderRest(n),
-                        };
-                    }
-                    n
+            let base = self.offset + i as u64;
+            match self.step(rest, base, &mut out, &mut whole, &mut backlog_end) {
+                Ok(taken) => i += taken,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
                 }
-                Walk::HeaderRest(left) => {
-                    let n = left.min(rest.len());
-                    out.extend_from_slice(rest.get(..n).unwrap_or_default());
-                    self.trace_bytes += n as u64;
-                    self.walk = match left - n {
-                        0 => Walk::FrameHeader,
-                        l => Walk::HeaderRest(l),
-                    };
-                    n
-                }
-                Walk::FrameHeader => {
-                    let n = (FRAME_HEADER_LEN - self.head.len()).min(rest.len());
-                    self.head
-                        .extend_from_slice(rest.get(..n).unwrap_or_default());
-                    if let Some(h) = format::parse_frame_header(&self.head) {
-                        let at = self.offset + (i + n) as u64 - FRAME_HEADER_LEN as u64;
-                        let len = h.len as usize;
-                        let control = (h.kind >= CONTROL_KINDS).then_some(h.kind);
-                        let max = if control.is_some() {
-                            MAX_CONTROL_LEN
-                        } else {
-                            MAX_PAYLOAD_LEN
-                        };
-                        if len > max {
-                            return Err(LiveError::FrameTooLarge {
-                                offset: at,
-                                len: len as u64,
-                                max: max as u64,
-                            });
-                        }
-                        if h.kind == 0 {
-                            return Err(LiveError::Damaged { offset: at });
-                        }
-                        if control.is_none() {
-                            self.cost += (FRAME_HEADER_LEN + len) as u64 + RECORD_OVERHEAD;
-                            if self.cost > self.limit {
-                                // What fit stays readable.
-                                self.pass(&out)?;
-                                return Err(LiveError::OverLimit {
-                                    limit_mib: self.limit >> 20,
-                                });
-                            }
-                            out.extend_from_slice(&self.head);
-                            self.trace_bytes += FRAME_HEADER_LEN as u64;
-                        }
-                        self.control.clear();
-                        self.crc = crc32fast::Hasher::new();
-                        self.crc.update(&h.kind.to_le_bytes());
-                        self.crc.update(&h.flags.to_le_bytes());
-                        self.walk = Walk::Payload { left: len, control };
-                        // The frame header stays in `head` (a control frame's CRC needs it).
-                        if len == 0 {
-                            backlog_end = self.end_frame(control, at)?;
-                        }
-                    }
-                    n
-                }
-                Walk::Payload { left, control } => {
-                    let n = left.min(rest.len());
-                    let piece = rest.get(..n).unwrap_or_default();
-                    self.crc.update(piece);
-                    if control.is_some() {
-                        self.control.extend_from_slice(piece);
-                    } else {
-                        out.extend_from_slice(piece);
-                        self.trace_bytes += n as u64;
-                    }
-                    if left == n {
-                        let at = self.offset + (i + n) as u64
-                            - (FRAME_HEADER_LEN + self.payload_len()) as u64;
-                        backlog_end = self.end_frame(control, at)?;
-                    } else {
-                        self.walk = Walk::Payload {
-                            left: left - n,
-                            control,
-                        };
-                    }
-                    n
-                }
-            };
-            i += taken;
+            }
         }
-        if !out.is_empty() {
-            self.pass(&out)?;
+        // Whole frames are handed over, also before an error (what was read stays readable).
+        if whole > 0 {
+            self.pass(out.get(..whole).unwrap_or_default())?;
+            out.drain(..whole);
         }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // The rest is the start of a frame: handed over once whole.
+        self.carry = out;
         self.offset += i as u64;
         Ok(Pushed {
             consumed: i,
             backlog_end,
+        })
+    }
+
+    /// Takes what it can of `rest` (which starts at stream offset `base`) in the current state;
+    /// returns how many bytes it took.
+    fn step(
+        &mut self,
+        rest: &[u8],
+        base: u64,
+        out: &mut Vec<u8>,
+        whole: &mut usize,
+        backlog_end: &mut bool,
+    ) -> Result<usize, LiveError> {
+        Ok(match self.walk {
+            Walk::Header => {
+                let n = (HEADER_LEN - self.head.len()).min(rest.len());
+                self.head
+                    .extend_from_slice(rest.get(..n).unwrap_or_default());
+                out.extend_from_slice(rest.get(..n).unwrap_or_default());
+                self.trace_bytes += n as u64;
+                if self.head.len() == HEADER_LEN {
+                    let h = crate::reader::parse_header_start(&self.head)?;
+                    if h.len > MAX_LIVE_HEADER {
+                        return Err(ReadError::DamagedHeader(format!(
+                            "header length field {} (a live stream's is at most {MAX_LIVE_HEADER})",
+                            h.len
+                        ))
+                        .into());
+                    }
+                    self.head.clear();
+                    self.walk = match h.len - HEADER_LEN {
+                        0 => {
+                            *whole = out.len();
+                            Walk::FrameHeader
+                        }
+                        n => Walk::HeaderRest(n),
+                    };
+                }
+                n
+            }
+            Walk::HeaderRest(left) => {
+                let n = left.min(rest.len());
+                out.extend_from_slice(rest.get(..n).unwrap_or_default());
+                self.trace_bytes += n as u64;
+                self.walk = match left - n {
+                    0 => {
+                        *whole = out.len();
+                        Walk::FrameHeader
+                    }
+                    l => Walk::HeaderRest(l),
+                };
+                n
+            }
+            Walk::FrameHeader => {
+                let n = (FRAME_HEADER_LEN - self.head.len()).min(rest.len());
+                self.head
+                    .extend_from_slice(rest.get(..n).unwrap_or_default());
+                if let Some(h) = format::parse_frame_header(&self.head) {
+                    let at = base + n as u64 - FRAME_HEADER_LEN as u64;
+                    let len = h.len as usize;
+                    let control = (h.kind >= CONTROL_KINDS).then_some(h.kind);
+                    let max = if control.is_some() {
+                        MAX_CONTROL_LEN
+                    } else {
+                        MAX_PAYLOAD_LEN
+                    };
+                    if len > max {
+                        return Err(LiveError::FrameTooLarge {
+                            offset: at,
+                            len: len as u64,
+                            max: max as u64,
+                        });
+                    }
+                    if h.kind == 0 {
+                        return Err(LiveError::Damaged { offset: at });
+                    }
+                    if control.is_none() {
+                        self.cost += (FRAME_HEADER_LEN + len) as u64 + RECORD_OVERHEAD;
+                        if self.cost > self.limit {
+                            // (What fit is handed over by `push_inner`.)
+                            return Err(LiveError::OverLimit {
+                                limit_mib: self.limit >> 20,
+                            });
+                        }
+                        out.extend_from_slice(&self.head);
+                        self.trace_bytes += FRAME_HEADER_LEN as u64;
+                    }
+                    self.control.clear();
+                    self.crc = crc32fast::Hasher::new();
+                    self.crc.update(&h.kind.to_le_bytes());
+                    self.crc.update(&h.flags.to_le_bytes());
+                    self.walk = Walk::Payload { left: len, control };
+                    // The frame header stays in `head` (a control frame's CRC needs it).
+                    if len == 0 {
+                        *backlog_end = self.end_frame(control, at)?;
+                        if control.is_none() {
+                            *whole = out.len();
+                        }
+                    }
+                }
+                n
+            }
+            Walk::Payload { left, control } => {
+                let n = left.min(rest.len());
+                let piece = rest.get(..n).unwrap_or_default();
+                self.crc.update(piece);
+                if control.is_some() {
+                    self.control.extend_from_slice(piece);
+                } else {
+                    out.extend_from_slice(piece);
+                    self.trace_bytes += n as u64;
+                }
+                if left == n {
+                    let at = base + n as u64 - (FRAME_HEADER_LEN + self.payload_len()) as u64;
+                    *backlog_end = self.end_frame(control, at)?;
+                    if control.is_none() {
+                        *whole = out.len();
+                    }
+                } else {
+                    self.walk = Walk::Payload {
+                        left: left - n,
+                        control,
+                    };
+                }
+                n
+            }
         })
     }
 
@@ -612,6 +673,46 @@ mod tests {
             e.to_string(),
             "the process refused the viewer: 16 viewers are attached"
         );
+    }
+
+    #[test]
+    fn after_an_error_nothing_more_is_taken() {
+        let mut stream = sample(2);
+        format::encode_frame(&mut stream, 18, 0, b"abc");
+        let last = stream.len() - 1;
+        stream[last] ^= 1;
+        let mut d = LiveDecoder::new(1 << 30);
+        let e = d.push(&stream).unwrap_err();
+        assert!(matches!(e, LiveError::Damaged { .. }), "{e}");
+        let again = d.push(&sample(3)[HEADER_LEN..]).unwrap_err();
+        assert_eq!(again.to_string(), e.to_string());
+        assert_eq!(d.trace().unwrap().events.len(), 2);
+    }
+
+    #[test]
+    fn the_builder_is_handed_whole_frames_only() {
+        // A blob whose payload holds a whole valid frame: cut inside the blob, a reader handed
+        // the piece would take that inner frame for a record.
+        let inner = backlog_end_frame(0);
+        let mut inner_record = Vec::new();
+        format::encode_frame(&mut inner_record, 2, 0, &[0x08, 9, 0x12, 1, b'x']);
+        let mut w = TraceWriter::new(Vec::new(), &Manifest::default()).unwrap();
+        let mut data = vec![7u8; 1000];
+        data.extend_from_slice(&inner_record);
+        data.extend_from_slice(&inner);
+        data.extend_from_slice(&[7u8; 1000]);
+        w.put_blob_hashed(42, "program", "raw", &data).unwrap();
+        w.intern_string("after").unwrap();
+        let bytes = w.into_inner();
+        let whole = crate::read_trace(&bytes).unwrap();
+        for cut in [HEADER_LEN + 40, bytes.len() / 2, bytes.len() - 30] {
+            let mut d = LiveDecoder::new(1 << 30);
+            d.push(&bytes[..cut]).unwrap();
+            d.push(&bytes[cut..]).unwrap();
+            let t = d.into_trace().unwrap();
+            assert_eq!(t.strings, whole.strings, "cut at {cut}");
+            assert_eq!(t.blobs, whole.blobs, "cut at {cut}");
+        }
     }
 
     #[test]
