@@ -134,7 +134,17 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
-    fs::read(path).map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))
+    use std::io::Read;
+    let cannot = |e| anyhow!("{}: cannot read: {e}", path.display());
+    let mut f = fs::File::open(path).map_err(cannot)?;
+    // The header first: a large file that is not a trace, or an endless device, is refused
+    // after 16 bytes.
+    let mut bytes = Vec::new();
+    (&mut f).take(16).read_to_end(&mut bytes).map_err(cannot)?;
+    tpuscope_core::reader::parse_header_start(&bytes)
+        .map_err(|e| crate::dump::read_error(path, e))?;
+    f.read_to_end(&mut bytes).map_err(cannot)?;
+    Ok(bytes)
 }
 
 /// A part as the user knows it: its input, and its host when the input holds several.

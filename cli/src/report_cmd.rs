@@ -127,9 +127,12 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         report::compare_baseline(&mut rep, b);
     }
 
+    // Each kind a few times at most (a forged file of 100 000 segments is not 100 000 lines).
+    let mut warnings = crate::dump::Warnings::default();
     for w in &rep.warnings {
-        eprintln!("tpuscope: warning: {w}");
+        warnings.add(format!("tpuscope: warning: {w}"));
     }
+    warnings.print();
 
     let out = match args.format {
         Format::Json => {

@@ -134,7 +134,7 @@ fn write(n: u64, out: &str) -> std::io::Result<()> {
                 bytes: 4096,
                 dims: vec![32, 32],
                 dtype: "f32".into(),
-                sync: x % 3 == 0,
+                sync: x.is_multiple_of(3),
                 blocked_ns: 4_000,
                 stack,
                 ..Default::default()

@@ -126,11 +126,9 @@ impl Source {
     /// (its writer may still be running).
     pub fn open(path: &Path, follow: bool) -> Source {
         let label = path.display().to_string();
-        let bytes = match std::fs::read(path) {
+        let bytes = match read_checked(path) {
             Ok(b) => b,
-            Err(e) => {
-                return Source::failed(&label, Some(path), format!("{label}: cannot read: {e}"));
-            }
+            Err(e) => return Source::failed(&label, Some(path), e),
         };
         let trace = match read_trace(&bytes) {
             Ok(t) => t,
@@ -247,4 +245,17 @@ pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
         out.push(s);
     }
     out
+}
+
+/// A trace file's bytes, its header checked first: a large file that is not a trace, or an
+/// endless device, is refused after 16 bytes.
+fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
+    let label = path.display();
+    let cannot = |e| format!("{label}: cannot read: {e}");
+    let mut f = File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    (&mut f).take(16).read_to_end(&mut bytes).map_err(cannot)?;
+    tpuscope_core::reader::parse_header_start(&bytes).map_err(|e| format!("{label}: {e}"))?;
+    f.read_to_end(&mut bytes).map_err(cannot)?;
+    Ok(bytes)
 }

@@ -1,0 +1,149 @@
+//! The streaming reader (`stream::TraceStream`) on inputs larger than its windows: damage longer
+//! than a resync window, frames longer than what a resync finds, and record-by-record reading
+//! of a merged file. (`fuzz_reader.rs` checks streamed == whole on every mutant, with tiny
+//! windows.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::golden;
+use tpuscope_core::event::Record;
+use tpuscope_core::format::{self, HEADER_LEN};
+use tpuscope_core::reader::RESYNC_MAX_PAYLOAD;
+use tpuscope_core::stream::SCAN_WINDOW;
+use tpuscope_core::{Completeness, ReadError, Streamed, Trace, TraceStream, read_traces};
+
+/// Reads `bytes` through the stream, arriving in pieces of at most 64 KiB (as from a pipe).
+fn streamed(bytes: &[u8]) -> Result<Vec<Trace>, ReadError> {
+    struct Pipe<'a>(&'a [u8]);
+    impl std::io::Read for Pipe<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.0.len()).min(64 << 10);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    TraceStream::new(Pipe(bytes), "pipe")?.read_all(false)
+}
+
+fn assert_same(a: &[Trace], b: &[Trace]) {
+    assert_eq!(a.len(), b.len());
+    for (a, b) in a.iter().zip(b) {
+        assert_eq!(a.events, b.events);
+        assert_eq!(a.damage, b.damage);
+        assert_eq!(a.completeness, b.completeness);
+        assert_eq!(a.strings, b.strings);
+        assert_eq!(a.blobs.len(), b.blobs.len());
+    }
+}
+
+#[test]
+fn damage_longer_than_a_resync_window_is_skipped_and_the_trace_after_it_read() {
+    let tail = golden::committed(golden::ALL_KINDS);
+    let mut bytes = format::encode_header(1, 0).to_vec();
+    // Zeroes for two and a half windows, then every frame of a real trace.
+    bytes.resize(HEADER_LEN + SCAN_WINDOW * 5 / 2 + 7, 0);
+    let hole = bytes.len() - HEADER_LEN;
+    bytes.extend_from_slice(&tail[HEADER_LEN..]);
+    let whole = read_traces(&bytes).unwrap();
+    let s = streamed(&bytes).unwrap();
+    assert_same(&whole, &s);
+    assert_eq!(s[0].damage.len(), 1);
+    assert_eq!(s[0].damage[0].len as usize, hole);
+    assert_eq!(s[0].completeness, Completeness::Complete);
+    assert_eq!(s[0].events, read_traces(&tail).unwrap()[0].events);
+}
+
+#[test]
+fn a_long_frame_is_read_in_order_but_not_found_by_a_resync() {
+    let manifest = Default::default();
+    let mut w = tpuscope_core::TraceWriter::new(Vec::new(), &manifest).unwrap();
+    // A blob longer than a resync finds, between two notes.
+    let note = |m: &str| {
+        Record::Note(tpuscope_core::event::Note {
+            topic: "t".into(),
+            message: m.into(),
+            ..Default::default()
+        })
+    };
+    w.write(&note("before")).unwrap();
+    w.put_blob("input_program", "mlir", &vec![7u8; RESYNC_MAX_PAYLOAD + 1])
+        .unwrap();
+    w.write(&note("after")).unwrap();
+    w.flush().unwrap();
+    let clean = w.into_inner();
+    let s = streamed(&clean).unwrap();
+    assert_same(&read_traces(&clean).unwrap(), &s);
+    assert_eq!(s[0].blobs.len(), 1, "read in order");
+    assert_eq!(s[0].events.len(), 2);
+
+    // Damage right before it: the resync skips the long frame and finds the note after it.
+    let mut damaged = clean.clone();
+    let first_note_end = {
+        let t = tpuscope_core::reader::FrameIter::new(&clean, HEADER_LEN);
+        t.filter_map(|i| match i {
+            tpuscope_core::reader::FrameItem::Frame(f) if f.kind == 29 => {
+                Some(f.offset as usize + 12 + f.payload.len())
+            }
+            _ => None,
+        })
+        .next()
+        .unwrap()
+    };
+    damaged.insert(first_note_end, 0xee);
+    let whole = read_traces(&damaged).unwrap();
+    let s = streamed(&damaged).unwrap();
+    assert_same(&whole, &s);
+    assert_eq!(
+        s[0].blobs.len(),
+        0,
+        "a resync does not find a frame over 16 MiB"
+    );
+    assert_eq!(s[0].events.len(), 2, "both notes");
+    assert_eq!(s[0].damage.len(), 1);
+}
+
+#[test]
+fn a_merged_file_streams_segment_by_segment() {
+    let bytes = golden::committed("v1.1-merged.tps");
+    let whole = read_traces(&bytes).unwrap();
+    assert!(whole.len() >= 2);
+    let mut stream = TraceStream::new(&bytes[..], "merged").unwrap();
+    let mut events = Vec::new();
+    let mut done = Vec::new();
+    while let Some(item) = stream.next_record().unwrap() {
+        match item {
+            Streamed::Event(r) => events.push(r),
+            Streamed::SegmentDone(t) => {
+                assert!(t.events.is_empty(), "a stream hands events out");
+                done.push((t, std::mem::take(&mut events)));
+            }
+        }
+    }
+    done.push((Box::new(stream.finish().unwrap()), events));
+    assert_eq!(done.len(), whole.len());
+    for ((t, ev), w) in done.iter().zip(&whole) {
+        assert_eq!(ev, &w.events);
+        assert_eq!(t.segment, w.segment);
+        assert_eq!(t.manifest, w.manifest);
+    }
+}
+
+#[test]
+fn the_header_is_all_that_is_read_of_a_non_trace() {
+    /// Fails the test if more than the header is asked for.
+    struct Endless(usize);
+    impl std::io::Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            assert!(self.0 <= HEADER_LEN, "read past the header: {}", self.0);
+            buf.fill(b'x');
+            Ok(buf.len())
+        }
+    }
+    assert!(matches!(
+        TraceStream::new(Endless(0), "x"),
+        Err(ReadError::NotATrace)
+    ));
+}
