@@ -677,6 +677,15 @@ fn absorb(trace: &mut Trace, r: Record) -> Option<Record> {
     None
 }
 
+/// Whether `bytes` start with the header of a plausible frame whose payload has not all arrived.
+fn frame_arriving(bytes: &[u8]) -> bool {
+    format::parse_frame_header(bytes).is_some_and(|h| {
+        h.kind != 0
+            && (h.len as usize) <= MAX_PAYLOAD_LEN
+            && bytes.len() < FRAME_HEADER_LEN + h.len as usize
+    })
+}
+
 /// Decodes a trace that arrives in pieces (a live stream from a running workload, a file still
 /// being written): bytes are appended with [`TraceBuilder::push`], every complete frame is absorbed
 /// into the growing [`Trace`], and an incomplete last frame waits for the next piece.
@@ -716,11 +725,7 @@ impl TraceBuilder {
         };
         // The common case while a large frame (a blob) arrives: its header says it is not all
         // here yet, so wait without scanning what has arrived.
-        if let Some(h) = format::parse_frame_header(&self.pending)
-            && h.kind != 0
-            && (h.len as usize) <= MAX_PAYLOAD_LEN
-            && self.pending.len() < FRAME_HEADER_LEN + h.len as usize
-        {
+        if frame_arriving(&self.pending) {
             return Ok(0);
         }
         let mut absorbed = 0;
@@ -739,6 +744,17 @@ impl TraceBuilder {
                         Err(_) => trace.undecodable_records += 1,
                     },
                 },
+                // A frame after whole ones may still be arriving too: wait for it rather than
+                // resync into its payload (a blob's bytes can hold a valid-looking frame).
+                FrameItem::Damage(d)
+                    if usize::try_from(d.offset)
+                        .ok()
+                        .and_then(|at| self.pending.get(at..))
+                        .is_some_and(frame_arriving) =>
+                {
+                    keep_from = usize::try_from(d.offset).unwrap_or(self.pending.len());
+                    break;
+                }
                 FrameItem::Damage(d) => trace.damage.push(Damage {
                     offset: d.offset + self.base,
                     len: d.len,

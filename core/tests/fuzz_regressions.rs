@@ -93,7 +93,6 @@ fn trace_with_a_frame_inside_a_blob() -> (Vec<u8>, usize) {
 /// following a growing file) reads a record that is not there and loses the blob. Whole, the same
 /// bytes read cleanly.
 #[test]
-#[ignore = "open: TraceBuilder::push resyncs inside a frame that is still arriving (core/src/reader.rs)"]
 fn trace_builder_does_not_resync_into_a_frame_still_arriving() {
     let (t, blob_at) = trace_with_a_frame_inside_a_blob();
     let whole = read_trace(&t).unwrap();
