@@ -48,9 +48,7 @@ pub fn start(plugin: PluginInfo) -> bool {
             manifest.pid,
             wall / 1_000_000_000,
         );
-        let hub = cfg
-            .live
-            .then(crate::live::Hub::new);
+        let hub = cfg.live.then(crate::live::Hub::new);
         let handle = writer::start_with_live(rec, manifest, path, cfg.size_cap_bytes, hub.clone());
         if let Some(h) = &handle {
             if let Some(hub) = hub {
