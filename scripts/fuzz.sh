@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of tpuscope's decoders (cargo-fuzz / libFuzzer; targets in fuzz/, see
+# Coverage-guided fuzzing of tpuscope's decoders (libFuzzer, cargo-fuzz layout; targets in fuzz/, see
 # fuzz/README.md): builds the targets, writes seed corpora from sample_traces/, and runs each
 # target for a bounded time. Exits non-zero if any target crashed (a panic, a broken invariant,
 # a hang or an allocation past the memory limit), printing the input that did it.
@@ -17,13 +17,18 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(reader live_stream hlo torch_trace)
 
-CARGO_FUZZ_VERSION=0.13.2
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/tpuscope"
-fuzz_root="$cache/cargo-fuzz"
 corpus_root="${TPUSCOPE_FUZZ_CORPUS:-$cache/fuzz-corpus}"
-# Same flags for build and run, so that `run` does not rebuild. No sanitizer: the code under test
-# is safe Rust, and ASan would halve the runs; debug assertions and overflow checks are on.
-build_flags=(--sanitizer none --codegen-units 4)
+# cargo-fuzz's own build (`cargo fuzz build --sanitizer none`), without installing cargo-fuzz
+# (5 minutes of a fresh CI machine): libfuzzer-sys links libFuzzer's main, these flags add the
+# coverage instrumentation it feeds on. `--target` keeps build scripts uninstrumented. No
+# sanitizer: the code under test is safe Rust, and ASan would halve the runs; debug assertions
+# and overflow checks are on (fuzz/Cargo.toml's release profile).
+host=$(rustc +nightly -vV 2>/dev/null | sed -n 's/^host: //p')
+fuzz_rustflags="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares -Cllvm-args=-sanitizer-coverage-stack-depth \
+-Cllvm-args=-simplifycfg-branch-fold-threshold=0 --cfg fuzzing -Ccodegen-units=4 -Cdebug-assertions"
 # Inputs up to 64 KiB (the sample traces' size); 2 GiB of memory at most, a single allocation
 # included (a decoder trusting a length field fails here); 20 s per input at most.
 libfuzzer_flags=(-max_len=65538 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1)
@@ -31,20 +36,13 @@ libfuzzer_flags=(-max_len=65538 -rss_limit_mb=2048 -timeout=20 -print_final_stat
 die() { echo "fuzz: $*" >&2; exit 1; }
 
 start=$(date +%s)
-rustup run nightly rustc --version >/dev/null 2>&1 ||
-    die "no nightly Rust toolchain (cargo-fuzz needs one): rustup toolchain install nightly"
-if ! "$fuzz_root/bin/cargo-fuzz" --version 2>/dev/null | grep -q " $CARGO_FUZZ_VERSION\$"; then
-    echo "fuzz: installing cargo-fuzz $CARGO_FUZZ_VERSION into $fuzz_root (once)"
-    cargo install --locked --version "$CARGO_FUZZ_VERSION" --root "$fuzz_root" cargo-fuzz ||
-        die "installing cargo-fuzz $CARGO_FUZZ_VERSION failed"
-    "$fuzz_root/bin/cargo-fuzz" --version >/dev/null 2>&1 ||
-        die "cargo-fuzz $CARGO_FUZZ_VERSION is not in $fuzz_root/bin after installing it"
-fi
-export PATH="$fuzz_root/bin:$PATH"
+[ -n "$host" ] || die "no nightly Rust toolchain (libFuzzer instrumentation needs one): rustup toolchain install nightly"
 
 echo "fuzz: building the targets (fuzz/target)"
-cargo +nightly fuzz build "${build_flags[@]}" || die "building the fuzz targets failed"
-cargo build --quiet --release --manifest-path fuzz/Cargo.toml -p tpuscope-fuzz-seedgen ||
+RUSTFLAGS="$fuzz_rustflags" cargo +nightly build --quiet --locked --release \
+    --manifest-path fuzz/Cargo.toml -p tpuscope-fuzz --bins --target "$host" ||
+    die "building the fuzz targets failed"
+cargo build --quiet --locked --release --manifest-path fuzz/Cargo.toml -p tpuscope-fuzz-seedgen ||
     die "building the seed generator failed"
 rm -rf fuzz/seeds
 fuzz/target/release/tpuscope-fuzz-seedgen sample_traces fuzz/seeds || die "writing the seeds failed"
@@ -58,7 +56,7 @@ for t in "${targets[@]}"; do
     artifacts="fuzz/artifacts/$t"
     log="fuzz/target/fuzz-logs/$t.log"
     mkdir -p "$corpus" "$artifacts"
-    if cargo +nightly fuzz run "${build_flags[@]}" "$t" "$corpus" "fuzz/seeds/$t" -- \
+    if "fuzz/target/$host/release/$t" "$corpus" "fuzz/seeds/$t" \
         "${libfuzzer_flags[@]}" -max_total_time="$secs" -artifact_prefix="$artifacts/" \
         >"$log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -70,7 +68,7 @@ for t in "${targets[@]}"; do
             tail -20 "$log" >&2
         sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | sort -u |
             while read -r f; do echo "fuzz: $t: crashing input: $f" >&2; done
-        echo "fuzz: replay with: cargo +nightly fuzz run ${build_flags[*]} $t <input>" >&2
+        echo "fuzz: replay with: fuzz/target/$host/release/$t <input>" >&2
     fi
 done
 
