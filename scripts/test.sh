@@ -21,8 +21,8 @@ step "build"
 cargo build --workspace --all-targets --locked
 
 step "tests"
-# The reader fuzz loop, and each fuzz target below, run a full minute in CI, a few seconds locally.
-export TPUSCOPE_FUZZ_SECS="${TPUSCOPE_FUZZ_SECS:-$([ "${CI:-}" = true ] && echo 60 || echo 5)}"
+# The reader fuzz loop, and each fuzz target below, run half a minute in CI, a few seconds locally.
+export TPUSCOPE_FUZZ_SECS="${TPUSCOPE_FUZZ_SECS:-$([ "${CI:-}" = true ] && echo 30 || echo 5)}"
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2
 
 step "fuzz (${TPUSCOPE_FUZZ_SECS} s a target)"

@@ -1,6 +1,6 @@
 //! Time-bounded mutation fuzzing of the reader over the golden traces, plus proptests.
 //!
-//! `TPUSCOPE_FUZZ_SECS` sets how long the mutation loop runs (default 5; CI sets 60);
+//! `TPUSCOPE_FUZZ_SECS` sets how long the mutation loop runs (default 5; CI sets 30);
 //! `TPUSCOPE_FUZZ_SEED` replays a run (the seed is printed, and repeated in any failure message).
 //!
 //! What must hold for any input: `read_trace` does not panic and returns in time proportional to
