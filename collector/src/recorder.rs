@@ -262,8 +262,6 @@ pub fn thread_id() -> u32 {
 mod tests {
     use super::*;
 
-    /// Every queue slot holds a whole `Event`: a large record kind added unboxed to `Record`
-    /// would grow all of them (and the copy every hook makes).
     #[test]
     fn blobs_are_claimed_once_until_unclaimed_even_from_many_threads() {
         let r = Recorder::new(16);
@@ -301,6 +299,8 @@ mod tests {
         assert!(BlobData::fits(max - 2048, "optimized_program", "hlo"));
     }
 
+    /// Every queue slot holds a whole `Event`: a large record kind added unboxed to `Record`
+    /// would grow all of them (and the copy every hook makes).
     #[test]
     fn events_stay_small() {
         assert!(

@@ -905,33 +905,35 @@ unsafe fn arg_signature(args: *mut LoadedExecutableExecuteArgs) -> Option<Arc<st
     // SAFETY: a `u32` slice viewed as its bytes.
     let raw = unsafe { std::slice::from_raw_parts(ids.as_ptr().cast::<u8>(), ids.len() * 4) };
     let h = xxhash_rust::xxh3::xxh3_64(raw);
+    // The common case, the thread's last signature again, is one borrow and no write.
     let known = LOCAL.with(|l| {
-        let l = l.borrow();
-        match &l.last {
-            Some((lh, s)) if *lh == h => Some(s.clone()),
-            _ => l.signatures.get(&h).cloned(),
+        let mut l = l.borrow_mut();
+        if let Some((lh, s)) = &l.last
+            && *lh == h
+        {
+            return Some(s.clone());
         }
+        let s = l.signatures.get(&h).cloned()?;
+        l.last = Some((h, s.clone()));
+        Some(s)
     });
-    let sig = match known {
-        Some(s) => s,
-        None => {
-            let parts: Vec<Arc<str>> = ids
-                .iter()
-                .map(|&id| shape_name(id).unwrap_or_else(|| Arc::from("?")))
-                .collect();
-            let text: Vec<&str> = parts.iter().map(|p| &**p).collect();
-            let sig: Arc<str> = Arc::from(text.join(" "));
-            LOCAL.with(|l| {
-                let mut l = l.borrow_mut();
-                if l.signatures.len() >= SIG_CAP {
-                    l.signatures.clear();
-                }
-                l.signatures.insert(h, sig.clone());
-            });
-            sig
+    if known.is_some() {
+        return known;
+    }
+    let parts: Vec<Arc<str>> = ids
+        .iter()
+        .map(|&id| shape_name(id).unwrap_or_else(|| Arc::from("?")))
+        .collect();
+    let text: Vec<&str> = parts.iter().map(|p| &**p).collect();
+    let sig: Arc<str> = Arc::from(text.join(" "));
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.signatures.len() >= SIG_CAP {
+            l.signatures.clear();
         }
-    };
-    LOCAL.with(|l| l.borrow_mut().last = Some((h, sig.clone())));
+        l.signatures.insert(h, sig.clone());
+        l.last = Some((h, sig.clone()));
+    });
     Some(sig)
 }
 
