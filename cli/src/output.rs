@@ -62,6 +62,18 @@ enum Target {
     New(PathBuf),
 }
 
+/// Whether a file can be created in `dir` (tried with a file of ours, removed at once): the only
+/// test that covers read-only mounts, ACLs and quotas.
+pub fn can_create_file_in(dir: &Path) -> io::Result<()> {
+    let probe = dir.join(format!(".tpuscope-write-check-{}", std::process::id()));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    let _ = fs::remove_file(&probe);
+    Ok(())
+}
+
 impl Output {
     /// Opens `path` for writing (`-`: stdout). Refused, with one line: an existing regular file
     /// without `force`, a directory, and any output that is one of `inputs` (the same file,

@@ -192,16 +192,8 @@ pub fn launch_env(
 /// Whether the collector will be able to create its trace in `dir` (tried with a file of ours,
 /// removed at once): else the run would end with no trace and a wrong guess at why.
 fn check_writable(dir: &Path, named: Option<&PathBuf>) -> Result<()> {
-    let probe = dir.join(format!(".tpuscope-write-check-{}", std::process::id()));
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-    {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-            Ok(())
-        }
+    match crate::output::can_create_file_in(dir) {
+        Ok(()) => Ok(()),
         Err(e) => match named {
             Some(t) if *t != dir => bail!(
                 "--out {} cannot be written: cannot create a file in {}: {e}",

@@ -354,15 +354,8 @@ pub fn out_dir_check(target: &Path) -> Check {
         )
         .fix(fix);
     }
-    // Creating a file is the only test that covers read-only mounts, ACLs and quotas.
-    let probe = base.join(format!(".tpuscope-doctor-{}", std::process::id()));
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-    {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
+    match crate::output::can_create_file_in(base) {
+        Ok(()) => {
             let found = if base == dir {
                 format!("{shown} (writable)")
             } else {
