@@ -55,18 +55,7 @@ impl Busy {
             .spawn()
             .unwrap();
         let ready = gates.join("ready");
-        let start = Instant::now();
-        while !ready.exists() {
-            if run.try_wait().unwrap().is_some() || start.elapsed() > TIMEOUT {
-                let _ = run.kill();
-                panic!(
-                    "the workload never got ready: {}",
-                    show(&run.wait_with_output().unwrap())
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let pid = std::fs::read_to_string(&ready).unwrap().parse().unwrap();
+        let pid = wait_until_ready(&mut run, &ready, TIMEOUT);
         Busy {
             run: Some(run),
             dir,

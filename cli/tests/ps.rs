@@ -67,17 +67,7 @@ fn ps_lists_the_running_workload_and_removes_stale_sockets() {
         .unwrap();
     let ready = gates.join("ready");
     let start = Instant::now();
-    while !ready.exists() {
-        if run.try_wait().unwrap().is_some() || start.elapsed() > TIMEOUT {
-            let _ = run.kill();
-            panic!(
-                "the workload never got ready: {}",
-                show(&run.wait_with_output().unwrap())
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let pid: u32 = std::fs::read_to_string(&ready).unwrap().parse().unwrap();
+    let pid: u32 = wait_until_ready(&mut run, &ready, TIMEOUT);
     let sockets = xdg.path().join("tpuscope");
     let socket = sockets.join(format!("{pid}.sock"));
     assert!(socket.exists(), "{} missing", socket.display());

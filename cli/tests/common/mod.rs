@@ -181,3 +181,40 @@ pub fn tpuscope_lines(out: &Output) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// Waits until a gated workload (`tests/workloads/live_*.py`) writes its pid to `ready`; panics
+/// with its output if it exits or `timeout` passes first.
+pub fn wait_until_ready(
+    run: &mut std::process::Child,
+    ready: &Path,
+    timeout: std::time::Duration,
+) -> u32 {
+    let start = std::time::Instant::now();
+    while !ready.exists() {
+        if run.try_wait().unwrap().is_some() || start.elapsed() > timeout {
+            let _ = run.kill();
+            let status = run.wait().unwrap();
+            let read = |r: Option<&mut dyn std::io::Read>| {
+                let mut v = Vec::new();
+                if let Some(r) = r {
+                    let _ = r.read_to_end(&mut v);
+                }
+                v
+            };
+            let stdout = read(run.stdout.as_mut().map(|s| s as &mut dyn std::io::Read));
+            let stderr = read(run.stderr.as_mut().map(|s| s as &mut dyn std::io::Read));
+            let out = Output {
+                status,
+                stdout,
+                stderr,
+            };
+            panic!("the workload never got ready: {}", show(&out));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::read_to_string(ready)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
