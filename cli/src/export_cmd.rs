@@ -298,14 +298,7 @@ fn export_job(args: &ExportArgs, traces: &[Trace], out: Output) -> Result<i32> {
             let starts: Vec<i128> = traces
                 .iter()
                 .map(|t| {
-                    let base = t
-                        .manifest
-                        .as_ref()
-                        .map(|m| m.start_mono_ns)
-                        .filter(|t| *t > 0)
-                        .or_else(|| t.events.iter().filter_map(Record::t_ns).min())
-                        .unwrap_or(0);
-                    i128::from(base) + i128::from(tpuscope_core::align::job_offset_ns(t))
+                    i128::from(run_start(t)) + i128::from(tpuscope_core::align::job_offset_ns(t))
                 })
                 .collect();
             let job0 = starts.iter().copied().min().unwrap_or(0);
@@ -785,18 +778,23 @@ fn dur(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-/// The trace as a Chrome trace-event document: one process (the traced pid), a lane per host
-/// thread and per device, complete events for timed calls, instants for steps and errors, and
-/// HBM counters. Times are microseconds from the run's start. (A plain trace is exported by
-/// [`export_stream`], which writes the same events as they are read.)
-fn chrome_json(trace: &Trace) -> Value {
-    let base = trace
+/// When the run started on its monotonic clock: the manifest's, else the first timed record's.
+fn run_start(trace: &Trace) -> u64 {
+    trace
         .manifest
         .as_ref()
         .map(|m| m.start_mono_ns)
         .filter(|t| *t > 0)
         .or_else(|| trace.events.iter().filter_map(Record::t_ns).min())
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// The trace as a Chrome trace-event document: one process (the traced pid), a lane per host
+/// thread and per device, complete events for timed calls, instants for steps and errors, and
+/// HBM counters. Times are microseconds from the run's start. (A plain trace is exported by
+/// [`export_stream`], which writes the same events as they are read.)
+fn chrome_json(trace: &Trace) -> Value {
+    let base = run_start(trace);
     let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
     let mut chrome = Chrome::new(Some(base), pid, executable_names(trace));
     let mut ev = Vec::new();
