@@ -204,37 +204,56 @@ impl<'a> FrameIter<'a> {
         })
     }
 
-    /// Next offset at or after `from` where a valid frame starts, if any. Candidates are screened
-    /// on kind, flags and length first so that few of them cost a CRC.
+    /// Next offset at or after `from` where a valid frame starts, if any.
     fn resync(&mut self, from: usize) -> Option<usize> {
-        let bytes = self.bytes;
-        let last = bytes.len().checked_sub(FRAME_HEADER_LEN)?;
-        if from > last {
-            return None;
-        }
-        if self.range.is_none() {
-            self.range = Some(RangeCrc::new(bytes, from));
-        }
-        (from..=last).find(|&p| {
-            let Some(h) = bytes.get(p..p + FRAME_HEADER_LEN) else {
-                return false;
-            };
-            // Flags and kind bounds on single bytes first: most offsets of garbage stop here.
-            if h[7] != 0 || h[5] >= 4 || h[4] | h[5] == 0 {
-                return false;
-            }
-            let kind = u16::from_le_bytes([h[4], h[5]]);
-            let flags = u16::from_le_bytes([h[6], h[7]]);
-            if kind == 0 || kind >= RESYNC_MAX_KIND || flags >= RESYNC_MAX_FLAGS {
-                return false;
-            }
-            let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
-            if len > RESYNC_MAX_PAYLOAD || len > bytes.len() - p - FRAME_HEADER_LEN {
-                return false;
-            }
-            matches!(self.probe(p), Probe::Valid(_))
-        })
+        find_frame(self.bytes, from, usize::MAX, &mut self.range)
     }
+}
+
+/// First offset in `from..from + count` of `bytes` where a frame passes the resync screen and its
+/// CRC (the rule both readers resync by). Kind, flags and length are screened first so that few
+/// offsets cost a CRC; a long candidate's CRC comes from `range` (running CRCs from the first
+/// damage, built once), so each costs O(1).
+pub(crate) fn find_frame(
+    bytes: &[u8],
+    from: usize,
+    count: usize,
+    range: &mut Option<RangeCrc>,
+) -> Option<usize> {
+    let end = (bytes.len() + 1)
+        .saturating_sub(FRAME_HEADER_LEN)
+        .min(from.saturating_add(count));
+    (from..end).find(|&p| {
+        let Some(h) = bytes.get(p..p + FRAME_HEADER_LEN) else {
+            return false;
+        };
+        // Flags < 256 and kind < 1024 (bytes 7 and 5 of a header) first: one or two compares
+        // reject most offsets of garbage.
+        if h[7] != 0 || h[5] >= 4 || h[4] | h[5] == 0 {
+            return false;
+        }
+        let Some(h) = format::parse_frame_header(h) else {
+            return false;
+        };
+        if h.kind == 0 || h.kind >= RESYNC_MAX_KIND || h.flags >= RESYNC_MAX_FLAGS {
+            return false;
+        }
+        let len = h.len as usize;
+        if len > RESYNC_MAX_PAYLOAD || len > bytes.len() - p - FRAME_HEADER_LEN {
+            return false;
+        }
+        let start = p + FRAME_HEADER_LEN;
+        let crc = match range {
+            Some(r) if len > DIRECT_CRC_MAX && start >= r.base => {
+                r.frame_crc(bytes, h.kind, h.flags, start, len)
+            }
+            None if len > DIRECT_CRC_MAX => range
+                .insert(RangeCrc::new(bytes, from))
+                .frame_crc(bytes, h.kind, h.flags, start, len),
+            _ => format::frame_crc(h.kind, h.flags, &bytes[start..start + len]),
+        };
+        crc == h.crc
+    })
 }
 
 impl<'a> Iterator for FrameIter<'a> {

@@ -18,9 +18,8 @@ use std::path::Path;
 use crate::event::Record;
 use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
 use crate::reader::{
-    Assembler, DIRECT_CRC_MAX, Damage, Fed, FrameItem, Header, RESYNC_MAX_FLAGS, RESYNC_MAX_KIND,
-    RESYNC_MAX_PAYLOAD, RangeCrc, RawFrame, ReadError, Trace, header_past_end, parse_header_start,
-    set_file_len,
+    Assembler, Damage, Fed, FrameItem, Header, RESYNC_MAX_PAYLOAD, RawFrame, ReadError, Trace,
+    find_frame, header_past_end, parse_header_start, set_file_len,
 };
 
 /// Candidate offsets examined per step of a resynchronisation; the window held is this plus the
@@ -200,7 +199,7 @@ impl<R: Read> FrameReader<R> {
             let scan_last = last.min(start + self.scan as u64 - 1);
             let window = self.slice(start, (end - start) as usize);
             let count = (scan_last - start) as usize + 1;
-            if let Some(i) = find_frame(window, count) {
+            if let Some(i) = find_frame(window, 0, count, &mut None) {
                 return Ok(Some(start + i as u64));
             }
             if self.eof && scan_last == last {
@@ -209,39 +208,6 @@ impl<R: Read> FrameReader<R> {
             start = scan_last + 1;
         }
     }
-}
-
-/// First offset `p < count` of `bytes` where a frame passes the resync screen and its CRC. CRCs
-/// of long candidates come from running CRCs of the window, so each costs O(1).
-fn find_frame(bytes: &[u8], count: usize) -> Option<usize> {
-    let mut range: Option<RangeCrc> = None;
-    let count = count.min((bytes.len() + 1).saturating_sub(FRAME_HEADER_LEN));
-    (0..count).find(|&p| {
-        // Flags < 256 and kind < 1024 (bytes 7 and 5 of a header) first: one or two compares
-        // reject most offsets of garbage.
-        if bytes[p + 7] != 0 || bytes[p + 5] >= 4 || bytes[p + 4] | bytes[p + 5] == 0 {
-            return false;
-        }
-        let Some(h) = format::parse_frame_header(&bytes[p..]) else {
-            return false;
-        };
-        if h.kind == 0 || h.kind >= RESYNC_MAX_KIND || h.flags >= RESYNC_MAX_FLAGS {
-            return false;
-        }
-        let len = h.len as usize;
-        if len > RESYNC_MAX_PAYLOAD || len > bytes.len() - p - FRAME_HEADER_LEN {
-            return false;
-        }
-        let start = p + FRAME_HEADER_LEN;
-        let crc = if len > DIRECT_CRC_MAX {
-            range
-                .get_or_insert_with(|| RangeCrc::new(bytes, 0))
-                .frame_crc(bytes, h.kind, h.flags, start, len)
-        } else {
-            format::frame_crc(h.kind, h.flags, &bytes[start..start + len])
-        };
-        crc == h.crc
-    })
 }
 
 /// Reads and checks a header from the start of `src`: the first 16 bytes, then (for a longer
