@@ -1,6 +1,5 @@
-//! dynamo's structured logs (`TORCH_TRACE=<dir>`, the files tlparse reads) next to the PJRT
-//! trace: graph breaks and guard failures with their file:line, and the PJRT compiles each one
-//! caused.
+//! Reading TORCH_TRACE files into records: frame compiles, graph breaks and guard failures per
+//! process.
 //!
 //! The format, as torch 2.9 and 2.15 write it: one entry per `trace_structured` call, a glog
 //! header line `V1122 06:36:21.904000 30540 torch/_dynamo/convert_frame.py:309] {json}` (level,
@@ -17,22 +16,12 @@
 //! offset from the entries that also carry a Unix time (chromium events: the header's time minus
 //! the event's `ts`, rounded to 15 minutes), so the report does not depend on the time zone of the
 //! machine it runs on. Frame compiles are placed by `compilation_metrics` (Unix time, exact), or
-//! else by the span of their entries' times. Unix times map onto the trace's monotonic clock
-//! through its manifest and `Clock` records (the collector's wall clock is the same
-//! `CLOCK_REALTIME` Python's `time.time()` reads). A PJRT compile was caused by a frame compile
-//! when it started inside that frame compile's span.
+//! else by the span of their entries' times.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tpuscope_core::{Record, Trace};
-
-use crate::report::{Finding, Input, Report};
-use crate::source::SourceLoc;
-
-// ---------------------------------------------------------------------------------------------
-// Parsing
 
 /// A frame compile id, `frame_id/frame_compile_id` (dynamo prints it as `0/1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -262,9 +251,9 @@ fn entries(text: &str) -> (Vec<Entry>, u64) {
     (out, skipped)
 }
 
-/// A frame in a `dynamo_start` stack.
+/// One call in the Python stack of a `dynamo_start` entry: a stack entry, not a trace-file frame.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StackFrame {
+pub struct DynamoStackEntry {
     pub file: String,
     pub line: u32,
     pub function: String,
@@ -285,7 +274,7 @@ pub struct FrameCompile {
     pub first_us: Option<i64>,
     pub last_us: Option<i64>,
     /// The Python stack from `dynamo_start`, outermost first.
-    pub stack: Vec<StackFrame>,
+    pub stack: Vec<DynamoStackEntry>,
     pub fail_type: Option<String>,
     pub fail_reason: Option<String>,
     pub restart_reasons: Vec<String>,
@@ -318,9 +307,9 @@ impl FrameCompile {
         (function, file, line)
     }
 
-    /// The user's line the compiled function was called from: the innermost frame below it
-    /// that is not torch's own (an `nn.Module` is called through torch's wrappers).
-    pub fn called_at(&self) -> Option<&StackFrame> {
+    /// The user's line the compiled function was called from: the innermost stack entry below
+    /// it that is not torch's own (an `nn.Module` is called through torch's wrappers).
+    pub fn called_at(&self) -> Option<&DynamoStackEntry> {
         let below = self.stack.len().checked_sub(1)?;
         self.stack
             .get(..below)?
@@ -564,12 +553,12 @@ pub fn parse<'a>(texts: impl IntoIterator<Item = &'a str>) -> Parsed {
                     calib.entry(e.pid).or_default().push((e.stamp, ts));
                 }
             } else if let Some(start) = e.meta.get("dynamo_start") {
-                let frames = start
+                let stack = start
                     .get("stack")
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
-                pending.push((e.pid, e.stamp, PendingEvent::Start(id, frames)));
+                pending.push((e.pid, e.stamp, PendingEvent::Start(id, stack)));
             } else if let Some(m) = e.meta.get("compilation_metrics") {
                 let id = m
                     .get("compile_id")
@@ -657,9 +646,9 @@ pub fn parse<'a>(texts: impl IntoIterator<Item = &'a str>) -> Parsed {
             stamp.unix_us(off, near)
         });
         match ev {
-            PendingEvent::Start(id, frames) => {
+            PendingEvent::Start(id, entries) => {
                 let names = strings.get(&pid);
-                let stack = frames
+                let stack = entries
                     .iter()
                     .filter_map(|f| {
                         let file = match f.get("filename") {
@@ -670,7 +659,7 @@ pub fn parse<'a>(texts: impl IntoIterator<Item = &'a str>) -> Parsed {
                                 .unwrap_or_default(),
                             None => String::new(),
                         };
-                        Some(StackFrame {
+                        Some(DynamoStackEntry {
                             file,
                             line: as_u32(f.get("line"))?,
                             function: string_field(f, "name").unwrap_or_default(),
@@ -765,675 +754,4 @@ fn utc_offset(pairs: &[(Stamp, i64)]) -> Option<i64> {
         .into_iter()
         .max_by_key(|(_, n)| *n)
         .map(|(offset, _)| offset)
-}
-
-// ---------------------------------------------------------------------------------------------
-// The report section
-
-/// Logs the CLI found for one trace.
-#[derive(Clone, Debug, Default)]
-pub struct TorchLogs {
-    /// The trace's path, as in [`Input::path`].
-    pub trace_path: String,
-    /// The directory (or file) read.
-    pub dir: String,
-    /// File names and their text.
-    pub files: Vec<(String, String)>,
-    /// Why there is nothing to read (directory gone), for the report.
-    pub note: Option<String>,
-}
-
-/// The `dynamo` section of the report.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct DynamoReport {
-    pub logs: Vec<LogsInfo>,
-    /// Every frame compile, in time order.
-    pub frame_compiles: Vec<FrameCompileReport>,
-    /// Grouped by line and reason.
-    pub graph_breaks: Vec<GraphBreakReport>,
-    /// Grouped by the guard's line (or the compiled function's, when torch does not say).
-    pub guard_failures: Vec<GuardFailureReport>,
-}
-
-impl DynamoReport {
-    /// `1 graph break, 2 guard failures, 4 frame compiles (TORCH_TRACE)`.
-    pub fn headline(&self) -> String {
-        use crate::units::plural;
-        format!(
-            "{}, {}, {} (TORCH_TRACE)",
-            plural(
-                self.graph_breaks.len() as u64,
-                "graph break",
-                "graph breaks"
-            ),
-            plural(
-                self.guard_failures.iter().map(|g| g.count).sum(),
-                "guard failure",
-                "guard failures"
-            ),
-            plural(
-                self.frame_compiles.len() as u64,
-                "frame compile",
-                "frame compiles"
-            ),
-        )
-    }
-}
-
-/// Where the logs of one run came from and how much of them was read.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct LogsInfo {
-    pub run: usize,
-    pub dir: String,
-    pub files: usize,
-    /// Entries of this trace's process.
-    pub entries: u64,
-    pub skipped_lines: u64,
-    /// Processes in the logs other than the trace's (another run, a worker): not reported.
-    pub other_pids: Vec<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rank: Option<u32>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub torch_version: String,
-    /// Local − UTC offset of the log's headers, minutes (calibrated from the log).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub utc_offset_min: Option<i64>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub note: String,
-}
-
-/// A PJRT compile that started inside a frame compile.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CausedCompile {
-    /// Index of the compile record in the trace (as a family member's `event`).
-    pub event: usize,
-    /// The executable's name, which is the graph family's name.
-    pub graph: String,
-    pub t_ms: f64,
-    pub compile_ms: f64,
-    /// The frame compile it happened in.
-    pub compile_id: String,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub failed: bool,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FrameCompileReport {
-    pub run: usize,
-    pub compile_id: String,
-    /// The compiled function, at its first line.
-    pub function: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<SourceLoc>,
-    /// The line that called it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub called_at: Option<SourceLoc>,
-    /// `first`, `graph_break_resume`, `guard_failure` or `recompile` (no reasons logged).
-    pub why: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub t_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dur_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub failed: String,
-    pub compiles: Vec<CausedCompile>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct GraphBreakReport {
-    pub run: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<SourceLoc>,
-    pub reason: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub hint: String,
-    /// Frame compiles that broke here.
-    pub count: u64,
-    pub compile_ids: Vec<String>,
-    /// The compiles of the graph before the break and of the resume function after it.
-    pub compiles: Vec<CausedCompile>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct GuardFailureReport {
-    pub run: usize,
-    /// Where the guarded value is used (torch's guard source), else the compiled function.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<SourceLoc>,
-    /// The recompiled function.
-    pub function: String,
-    /// The failed guards, first seen first (at most 8 distinct).
-    pub guards: Vec<String>,
-    /// Recompiles this caused.
-    pub count: u64,
-    pub compile_ids: Vec<String>,
-    pub compiles: Vec<CausedCompile>,
-}
-
-/// At most this many distinct guard texts per group.
-const MAX_GUARDS: usize = 8;
-
-/// A PJRT compile of the trace, for the join.
-struct PjrtCompile {
-    event: usize,
-    t_ns: u64,
-    dur_ns: u64,
-    name: String,
-    failed: bool,
-    /// Its start on the wall clock, Unix µs.
-    wall_us: i64,
-    /// Its Python stack (file, line, function), when the collector had one.
-    frames: Vec<(String, u32, String)>,
-}
-
-/// Compiles of a trace with their wall-clock start.
-struct TraceCompiles {
-    t0_mono: u64,
-    list: Vec<PjrtCompile>,
-}
-
-/// The (mono, wall) anchors of a trace: the manifest's and every `Clock` record.
-fn anchors(trace: &Trace) -> Vec<(u64, u64)> {
-    let mut a: Vec<(u64, u64)> = trace
-        .manifest
-        .iter()
-        .filter(|m| m.start_wall_ns > 0)
-        .map(|m| (m.start_mono_ns, m.start_wall_ns))
-        .collect();
-    a.extend(trace.events.iter().filter_map(|r| match r {
-        Record::Clock(c) => Some((c.mono_ns, c.wall_ns)),
-        _ => None,
-    }));
-    a
-}
-
-fn trace_compiles(trace: &Trace) -> TraceCompiles {
-    let anchors = anchors(trace);
-    let wall_us = |mono: u64| -> i64 {
-        let nearest = anchors
-            .iter()
-            .min_by_key(|(m, _)| m.abs_diff(mono))
-            .copied()
-            .unwrap_or((0, 0));
-        let wall = i128::from(mono) - i128::from(nearest.0) + i128::from(nearest.1);
-        (wall / 1000) as i64
-    };
-    let list = trace
-        .events
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| match r {
-            Record::Compile(c) => Some(PjrtCompile {
-                event: i,
-                t_ns: c.t_ns,
-                dur_ns: c.dur_ns,
-                name: c.executable_name.clone(),
-                failed: c.error.is_some(),
-                wall_us: wall_us(c.t_ns),
-                frames: trace
-                    .stacks
-                    .get(&c.stack)
-                    .map(|s| {
-                        s.frames
-                            .iter()
-                            .map(|f| {
-                                (
-                                    trace.string(f.file).to_string(),
-                                    f.line,
-                                    trace.string(f.function).to_string(),
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            }),
-            _ => None,
-        })
-        .collect();
-    TraceCompiles {
-        t0_mono: trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns),
-        list,
-    }
-}
-
-/// Slack around a frame compile's span: the metrics' times are exact, the header's are ms.
-const SLACK_US: i64 = 2_000;
-/// torch_xla's `openxla` backend compiles when the compiled graph first runs, just after the
-/// frame compile: compiles this long after it (and before the next frame compile) count when
-/// they are recognisably its own.
-const TAIL_US: i64 = 5_000_000;
-
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
-fn loc(file: &str, line: u32, function: &str) -> Option<SourceLoc> {
-    (!file.is_empty() && line > 0).then(|| SourceLoc {
-        file: file.to_string(),
-        line,
-        function: function.to_string(),
-    })
-}
-
-/// TorchTPU names programs `tt_jit_<file>_L<line>C<col>_<function>_<op>`: the part after the
-/// location, when the name has one.
-fn torch_tpu_function_part(name: &str) -> Option<&str> {
-    let mut from = 0;
-    while let Some(i) = name.get(from..)?.find("_L").map(|i| i + from) {
-        let rest = name.get(i + 2..)?;
-        let line_digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if line_digits > 0 && rest.as_bytes().get(line_digits) == Some(&b'C') {
-            let after = rest.get(line_digits + 1..)?;
-            let col_digits = after.bytes().take_while(u8::is_ascii_digit).count();
-            if col_digits > 0 && after.as_bytes().get(col_digits) == Some(&b'_') {
-                return after.get(col_digits + 1..);
-            }
-        }
-        from = i + 2;
-    }
-    None
-}
-
-/// Whether a PJRT compile is recognisably the program of a frame compile (by TorchTPU's name,
-/// or by the compiled function's frame in its Python stack); `None` when neither tells.
-fn is_program_of(c: &PjrtCompile, function: &str, file: &str, first_line: u32) -> Option<bool> {
-    if let Some(part) = torch_tpu_function_part(&c.name) {
-        // Eager ops TorchTPU compiles on its own thread meanwhile are named after their caller.
-        return Some(
-            !function.is_empty()
-                && (part == function
-                    || part
-                        .strip_prefix(function)
-                        .is_some_and(|r| r.starts_with('_'))),
-        );
-    }
-    if !c.frames.is_empty() && !file.is_empty() {
-        return Some(
-            c.frames
-                .iter()
-                .any(|(f, l, func)| f == file && (*l == first_line || func == function)),
-        );
-    }
-    None
-}
-
-/// Attributes one process's frame compiles to the trace's compiles: the compiles that start in
-/// a frame compile's span (or just after it, before the next one) and are not recognisably
-/// another program.
-fn caused(
-    p: &ProcessLog,
-    tc: &TraceCompiles,
-    wall0_us: i64,
-) -> BTreeMap<CompileId, (Vec<CausedCompile>, Option<f64>)> {
-    let starts: Vec<i64> = p
-        .frames
-        .values()
-        .filter_map(|f| f.span_us().map(|s| s.0))
-        .collect();
-    let mut out = BTreeMap::new();
-    for (id, f) in &p.frames {
-        let (function, file, first_line) = f.code();
-        let span = f.span_us();
-        let compiles = span
-            .map(|(a, b)| {
-                let next = starts.iter().copied().filter(|s| *s > a).min();
-                let tail_end = next.map_or(b + TAIL_US, |n| n.min(b + TAIL_US));
-                tc.list
-                    .iter()
-                    .filter(|c| {
-                        let in_span = c.wall_us >= a - SLACK_US && c.wall_us <= b + SLACK_US;
-                        let in_tail = c.wall_us > b + SLACK_US && c.wall_us < tail_end;
-                        match is_program_of(c, &function, &file, first_line) {
-                            Some(own) => own && (in_span || in_tail),
-                            None => in_span,
-                        }
-                    })
-                    .map(|c| CausedCompile {
-                        event: c.event,
-                        graph: c.name.clone(),
-                        t_ms: ms(c.t_ns.saturating_sub(tc.t0_mono)),
-                        compile_ms: ms(c.dur_ns),
-                        compile_id: id.to_string(),
-                        failed: c.failed,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let t_ms = span.map(|(a, _)| (a - wall0_us) as f64 / 1e3);
-        out.insert(*id, (compiles, t_ms));
-    }
-    out
-}
-
-/// `torch_dynamo_resume_in_step_at_32` resumes after a break at line 32 of `step`'s file.
-fn resumes_break_at(f: &FrameCompile, file: &str, line: u32) -> bool {
-    f.file == file
-        && f.function
-            .strip_prefix("torch_dynamo_resume_in_")
-            .and_then(|r| r.rsplit_once("_at_"))
-            .is_some_and(|(_, l)| l.parse() == Ok(line))
-}
-
-/// What to do about a failed guard, by its kind.
-fn guard_fix(guard: &str) -> String {
-    let g = guard.to_ascii_lowercase();
-    if g.contains("size mismatch") || g.contains("stride mismatch") || g.contains("tensor_match") {
-        "an input's shape changed: pad inputs to a few fixed sizes (or mark the dimension dynamic \
-         with `torch._dynamo.mark_dynamic` where the backend supports it)"
-            .into()
-    } else if g.contains("id_match") || g.contains("___check_obj_id") {
-        "a different Python object each call (a new module, function or closure): create it once, \
-         outside the loop"
-            .into()
-    } else if g.contains("grad_mode") || g.contains("requires_grad") {
-        "grad mode or `requires_grad` differs between calls: keep it the same around the compiled \
-         function, or compile each mode once on purpose"
-            .into()
-    } else if (guard.starts_with("G[") || guard.starts_with("L[")) && guard.contains(" == ") {
-        "a Python number read by the compiled code changed, and dynamo bakes each value into the \
-         graph: pass it as a tensor (e.g. `torch.tensor(value, device=device)`) or keep it constant"
-            .into()
-    } else {
-        "make the guarded value the same on every call (`TORCH_LOGS=recompiles` prints each \
-         failure)"
-            .into()
-    }
-}
-
-/// Adds the `dynamo` section and its findings. `logs` holds what the CLI found per trace; a
-/// trace without an entry has no dynamo section. Does nothing when `logs` is empty.
-pub fn attach(report: &mut Report, inputs: &[Input<'_>], logs: &[TorchLogs]) {
-    if logs.is_empty() {
-        return;
-    }
-    let mut dynamo = DynamoReport::default();
-    let mut findings: Vec<Finding> = Vec::new();
-    for l in logs {
-        let Some(run) = report.traces.iter().position(|t| t.path == l.trace_path) else {
-            continue;
-        };
-        let Some(input) = inputs.iter().find(|i| i.path == l.trace_path) else {
-            continue;
-        };
-        let trace = input.trace;
-        let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
-        let parsed = parse(l.files.iter().map(|(_, t)| t.as_str()));
-        let mut info = LogsInfo {
-            run,
-            dir: l.dir.clone(),
-            files: l.files.len(),
-            skipped_lines: parsed.skipped_lines,
-            other_pids: parsed
-                .processes
-                .keys()
-                .copied()
-                .filter(|p| *p != pid)
-                .collect(),
-            note: l.note.clone().unwrap_or_default(),
-            ..LogsInfo::default()
-        };
-        let Some(p) = parsed.processes.get(&pid) else {
-            if info.note.is_empty() {
-                info.note = if parsed.processes.is_empty() {
-                    "no dynamo entries (nothing was torch.compiled?)".into()
-                } else {
-                    format!("no entries of this trace's process (pid {pid})")
-                };
-            }
-            dynamo.logs.push(info);
-            continue;
-        };
-        info.entries = p.entries;
-        info.rank = p.rank;
-        info.torch_version = p.torch_version.clone();
-        info.utc_offset_min = p.utc_offset_s.map(|s| s / 60);
-        dynamo.logs.push(info);
-
-        let tc = trace_compiles(trace);
-        let wall0_us = trace
-            .manifest
-            .as_ref()
-            .map_or(0, |m| (m.start_wall_ns / 1000) as i64);
-        let by_frame = caused(p, &tc, wall0_us);
-        let recompiled: BTreeSet<CompileId> =
-            p.guard_failures.iter().filter_map(|g| g.id).collect();
-        for (id, f) in &p.frames {
-            let (compiles, t_ms) = by_frame.get(id).cloned().unwrap_or_default();
-            let why = if recompiled.contains(id) {
-                "guard_failure"
-            } else if id.compile > 0 {
-                // A recompile whose reasons the log does not have (cut, or another cause).
-                "recompile"
-            } else if f.function.starts_with("torch_dynamo_resume_in_") {
-                "graph_break_resume"
-            } else {
-                "first"
-            };
-            let failed = match (&f.fail_type, &f.fail_reason) {
-                (Some(t), Some(r)) => format!("{t}: {r}"),
-                (Some(t), None) => t.clone(),
-                (None, Some(r)) => r.clone(),
-                (None, None) => String::new(),
-            };
-            let (function, file, first_line) = f.code();
-            dynamo.frame_compiles.push(FrameCompileReport {
-                run,
-                compile_id: id.to_string(),
-                source: loc(&file, first_line, &function),
-                function,
-                called_at: f
-                    .called_at()
-                    .and_then(|c| loc(&c.file, c.line, &c.function)),
-                why: why.into(),
-                t_ms,
-                dur_ms: f.duration_s.map(|d| d * 1e3),
-                failed,
-                compiles,
-            });
-        }
-
-        // Graph breaks, grouped by line and reason.
-        let mut breaks: BTreeMap<(String, u32, String), GraphBreakReport> = BTreeMap::new();
-        for gb in &p.graph_breaks {
-            let g = breaks
-                .entry((gb.file.clone(), gb.line, gb.reason.clone()))
-                .or_insert_with(|| GraphBreakReport {
-                    run,
-                    source: loc(&gb.file, gb.line, ""),
-                    reason: gb.reason.clone(),
-                    hint: gb.hint.clone(),
-                    count: 0,
-                    compile_ids: Vec::new(),
-                    compiles: Vec::new(),
-                });
-            g.count += 1;
-            let Some(id) = gb.id else { continue };
-            g.compile_ids.push(id.to_string());
-            let mut ids = vec![id];
-            // The resume function's first compile after this break is the break's, too; its
-            // later compiles are recompiles with reasons of their own.
-            ids.extend(
-                p.frames
-                    .iter()
-                    .filter(|(rid, f)| rid.compile == 0 && resumes_break_at(f, &gb.file, gb.line))
-                    .map(|(rid, _)| *rid),
-            );
-            for i in ids {
-                for c in by_frame.get(&i).map(|v| v.0.as_slice()).unwrap_or_default() {
-                    if !g.compiles.iter().any(|x| x.event == c.event) {
-                        g.compiles.push(c.clone());
-                    }
-                }
-            }
-        }
-
-        // Guard failures, grouped by the failed guard's line (the newest cached compile's).
-        let mut guards: BTreeMap<(String, u32, String), GuardFailureReport> = BTreeMap::new();
-        for gf in &p.guard_failures {
-            let frame = gf.id.and_then(|id| p.frames.get(&id));
-            let function = frame.map(|f| f.function.clone()).unwrap_or_default();
-            let newest = gf.guards.first();
-            let mut source = newest.and_then(|g| loc(&g.file, g.line, ""));
-            if source.is_none() {
-                // No guard source (e.g. a tensor's size): where the function is called from.
-                source = frame
-                    .and_then(|f| f.called_at())
-                    .and_then(|c| loc(&c.file, c.line, &c.function));
-            }
-            let key = source
-                .as_ref()
-                .map_or((String::new(), 0), |s| (s.file.clone(), s.line));
-            let g = guards
-                .entry((key.0, key.1, function.clone()))
-                .or_insert_with(|| GuardFailureReport {
-                    run,
-                    source,
-                    function,
-                    guards: Vec::new(),
-                    count: 0,
-                    compile_ids: Vec::new(),
-                    compiles: Vec::new(),
-                });
-            g.count += 1;
-            if let Some(n) = newest
-                && !g.guards.contains(&n.guard)
-                && g.guards.len() < MAX_GUARDS
-            {
-                g.guards.push(n.guard.clone());
-            }
-            if let Some(id) = gf.id {
-                g.compile_ids.push(id.to_string());
-                g.compiles
-                    .extend(by_frame.get(&id).map(|v| v.0.clone()).unwrap_or_default());
-            }
-        }
-        dynamo.graph_breaks.extend(breaks.into_values());
-        dynamo.guard_failures.extend(guards.into_values());
-    }
-
-    for g in &dynamo.graph_breaks {
-        findings.push(graph_break_finding(g));
-    }
-    for g in &dynamo.guard_failures {
-        if let Some(f) = guard_failure_finding(report, g) {
-            findings.push(f);
-        }
-    }
-    report.findings.extend(findings);
-    report.dynamo = Some(dynamo);
-}
-
-/// Distinct graph names of compiles, in order, with their counts: `a 2×, b`.
-fn graphs(compiles: &[CausedCompile]) -> String {
-    let mut seen: Vec<(&str, usize)> = Vec::new();
-    for c in compiles {
-        match seen.iter_mut().find(|(g, _)| *g == c.graph) {
-            Some((_, n)) => *n += 1,
-            None => seen.push((&c.graph, 1)),
-        }
-    }
-    seen.iter()
-        .map(|(g, n)| {
-            if *n > 1 {
-                format!("{g} {n}×")
-            } else {
-                (*g).to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn at(source: Option<&SourceLoc>) -> String {
-    source.map_or_else(|| "an unknown line".into(), |s| s.to_string())
-}
-
-fn graph_break_finding(g: &GraphBreakReport) -> Finding {
-    let times = if g.count > 1 {
-        format!(" ({}×)", g.count)
-    } else {
-        String::new()
-    };
-    let compiled = if g.compiles.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " → {} compile{} instead of one graph: {}",
-            g.compiles.len(),
-            if g.compiles.len() == 1 { "" } else { "s" },
-            graphs(&g.compiles)
-        )
-    };
-    let fix = if g.hint.is_empty() {
-        "move the call dynamo cannot trace out of the compiled function (or make it traceable): \
-         each break splits the graph and launches one more program per call"
-            .to_string()
-    } else {
-        format!(
-            "{} (each break splits the graph: one more program per call)",
-            g.hint.trim_end_matches('.')
-        )
-    };
-    Finding {
-        kind: "graph_break".into(),
-        title: format!(
-            "graph break at {}: {}{times}{compiled}",
-            at(g.source.as_ref()),
-            g.reason
-        ),
-        source: g.source.clone(),
-        suggestion: fix,
-    }
-}
-
-/// A finding of its own, unless the compiles it caused are a recompile family the report
-/// already has as a finding: then that finding gets dynamo's account instead (one problem, one
-/// finding).
-fn guard_failure_finding(report: &mut Report, g: &GuardFailureReport) -> Option<Finding> {
-    let guard = g.guards.first().map(String::as_str).unwrap_or("?");
-    let what = format!("guard `{guard}` failed at {}", at(g.source.as_ref()));
-    let names: BTreeSet<&str> = g.compiles.iter().map(|c| c.graph.as_str()).collect();
-    let explained: Vec<usize> = report
-        .findings
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| {
-            f.kind == "recompile"
-                && names
-                    .iter()
-                    .any(|n| f.title.starts_with(&format!("{n} compiled ")))
-        })
-        .map(|(i, _)| i)
-        .collect();
-    if !names.is_empty() && !explained.is_empty() {
-        for i in explained {
-            if let Some(f) = report.findings.get_mut(i) {
-                f.title.push_str(&format!(
-                    "; dynamo: {what}, {} recompile{}",
-                    g.count,
-                    if g.count == 1 { "" } else { "s" }
-                ));
-            }
-        }
-        return None;
-    }
-    let recompiled = if g.compiles.is_empty() {
-        format!(
-            "{} recompiled {}× (no PJRT compile: programs reused or loaded)",
-            if g.function.is_empty() {
-                "?"
-            } else {
-                &g.function
-            },
-            g.count
-        )
-    } else {
-        format!("recompiled {}", graphs(&g.compiles))
-    };
-    Some(Finding {
-        kind: "guard_failure".into(),
-        title: format!("{what} → {recompiled}"),
-        source: g.source.clone(),
-        suggestion: guard_fix(guard),
-    })
 }
