@@ -429,7 +429,7 @@ fn budgets_pass_fail_and_unknown() {
     let got: Vec<(String, bool, String)> = rep
         .budgets
         .iter()
-        .map(|b| (b.name.clone(), b.ok, b.status.clone()))
+        .map(|b| (b.name.clone(), b.ok, b.status.as_str().to_string()))
         .collect();
     assert_eq!(
         got,
@@ -451,7 +451,7 @@ fn budgets_pass_fail_and_unknown() {
     let t = r.finish(2 * MS);
     let mut rep = report(&[&t]);
     apply_budgets(&mut rep, &[b("hbm-peak-fraction=0.1")]);
-    assert_eq!(rep.budgets[0].status, "unknown");
+    assert_eq!(rep.budgets[0].status.as_str(), "unknown");
     assert!(rep.budgets[0].ok && rep.budgets[0].actual.is_none());
     assert!(!tpuscope_analyzers::report::failed(&rep));
 }
@@ -568,7 +568,7 @@ fn a_cut_trace_reports_what_it_holds() {
         "{:?}",
         rep.warnings
     );
-    assert_eq!(rep.traces[0].completeness, "cut");
+    assert_eq!(rep.traces[0].completeness.as_str(), "cut");
     // And the whole one is complete, with no warning.
     let rep = report(&[&t]);
     assert!(rep.warnings.is_empty(), "{:?}", rep.warnings);

@@ -113,19 +113,21 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
             trace,
         })
         .collect();
-    let mut rep = report::analyze(&inputs);
     let torch_logs: Vec<_> = traces
         .iter()
         .zip(&sources)
         .filter_map(|((path, t), file)| {
-            crate::torch_logs::find(args.torch_trace.as_deref(), file, Some(t), path)
+            crate::torch_logs::find(args.torch_trace.as_deref(), Some(file), Some(t), path)
         })
         .collect();
-    tpuscope_analyzers::torch_trace::attach(&mut rep, &inputs, &torch_logs);
-    report::apply_budgets(&mut rep, &budgets);
-    if let Some(b) = &baseline {
-        report::compare_baseline(&mut rep, b);
-    }
+    let rep = report::build(
+        &inputs,
+        &report::Options {
+            torch_logs,
+            budgets,
+            baseline,
+        },
+    );
 
     // Each kind a few times at most (a forged file of 100 000 segments is not 100 000 lines).
     let mut warnings = crate::dump::Warnings::default();

@@ -120,11 +120,14 @@ fn findings_text(path: &Path, trace: &Trace) -> String {
         path: label.clone(),
         trace,
     }];
-    let mut report = tpuscope_analyzers::analyze(&inputs);
     // dynamo's graph breaks and guard failures, when the run logged them (TORCH_TRACE).
-    if let Some(logs) = crate::torch_logs::find(None, path, Some(trace), &label) {
-        tpuscope_analyzers::torch_trace::attach(&mut report, &inputs, &[logs]);
-    }
+    let options = tpuscope_analyzers::report::Options {
+        torch_logs: crate::torch_logs::find(None, Some(path), Some(trace), &label)
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    };
+    let report = tpuscope_analyzers::report::build(&inputs, &options);
     let mut o = String::new();
     // The steps the analyzers found (agent markers, else the loop's graph), not only markers.
     let _ = writeln!(

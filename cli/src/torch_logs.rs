@@ -23,17 +23,18 @@ fn recorded(trace: &Trace) -> Option<PathBuf> {
 }
 
 /// The logs for one trace; `None` when nothing points at any (no section in the report).
+/// `trace_file` is `None` for a live stream, which has only the directory the run recorded.
 pub fn find(
     explicit: Option<&Path>,
-    trace_file: &Path,
+    trace_file: Option<&Path>,
     trace: Option<&Trace>,
     input_path: &str,
 ) -> Option<TorchLogs> {
-    let sibling = sibling_dir(trace_file);
-    let (dir, how) = match explicit {
-        Some(p) => (p.to_path_buf(), "--torch-trace"),
-        None if sibling.exists() => (sibling, "next to the trace"),
-        None => (recorded(trace?)?, "recorded in the trace"),
+    let sibling = trace_file.map(sibling_dir).filter(|s| s.exists());
+    let (dir, how) = match (explicit, sibling) {
+        (Some(p), _) => (p.to_path_buf(), "--torch-trace"),
+        (None, Some(sibling)) => (sibling, "next to the trace"),
+        (None, None) => (recorded(trace?)?, "recorded in the trace"),
     };
     let mut logs = TorchLogs {
         trace_path: input_path.to_string(),

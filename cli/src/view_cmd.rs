@@ -60,7 +60,7 @@ pub fn view(args: &ViewArgs) -> Result<i32> {
         .filter_map(|p| {
             crate::torch_logs::find(
                 args.torch_trace.as_deref(),
-                p,
+                Some(p),
                 None,
                 &p.display().to_string(),
             )

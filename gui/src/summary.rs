@@ -113,7 +113,7 @@ fn header(ui: &mut egui::Ui, r: &Report) {
 
 fn findings(ui: &mut egui::Ui, r: &Report) {
     if r.findings.is_empty() {
-        if r.traces.iter().all(|t| t.completeness == "complete") {
+        if r.traces.iter().all(|t| t.completeness == tpuscope_analyzers::report::TraceCompleteness::Complete) {
             ui.label(RichText::new("No findings.").strong().color(GOOD));
         } else {
             ui.colored_label(

@@ -297,7 +297,7 @@ fn findings(o: &mut Out<'_>, r: &Report) {
     o.blank();
     if r.findings.is_empty() {
         // A partial trace is not a clean run: say what the verdict covers.
-        let t = if r.traces.iter().all(|t| t.completeness == "complete") {
+        let t = if r.traces.iter().all(|t| t.completeness == tpuscope_analyzers::report::TraceCompleteness::Complete) {
             o.st.paint("1;32", "No findings.")
         } else {
             o.st.yellow("No findings in what the trace holds (it is partial: see the warnings).")

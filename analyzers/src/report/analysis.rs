@@ -1,0 +1,646 @@
+//! From traces to the report's facts: families and recompiles, phases, steps, syncs, memory,
+//! cache, errors. The findings and explanations are in their own modules.
+
+use super::*;
+
+/// What a trace says about recording that stopped early (`None` when it did not).
+pub fn recording_stopped(trace: &Trace) -> Option<StoppedReport> {
+    let s = trace.recording_stopped()?;
+    let start = trace
+        .manifest
+        .as_ref()
+        .map_or(s.t_ns, |m| m.start_mono_ns.min(s.t_ns));
+    let last_record = trace.events.iter().filter_map(|r| r.t_ns()).max();
+    let end = [
+        Some(s.exit_t_ns),
+        trace.end.as_ref().map(|e| e.t_ns),
+        last_record,
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(s.t_ns)
+    .max(s.t_ns);
+    let secs = |ns: u64| ns as f64 / 1e9;
+    let run = end - start;
+    let not_recorded: BTreeMap<String, u64> = s
+        .not_recorded
+        .iter()
+        .map(|k| (k.kind.clone(), k.count))
+        .collect();
+    Some(StoppedReport {
+        at_s: secs(s.t_ns - start),
+        run_s: secs(run),
+        share_after: if run == 0 {
+            0.0
+        } else {
+            (end - s.t_ns) as f64 / run as f64
+        },
+        reason: s.reason.clone(),
+        not_recorded_total: not_recorded.values().sum(),
+        not_recorded,
+        counted: s.exit_t_ns != 0,
+    })
+}
+
+/// Analyses traces: one run, successive runs of a program, or the hosts of one job.
+pub fn analyze(inputs: &[Input<'_>]) -> Report {
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    let start = |i: usize| {
+        inputs[i]
+            .trace
+            .manifest
+            .as_ref()
+            .map_or(0, |m| m.start_wall_ns)
+    };
+    let job = |i: usize| {
+        // A segment of a merged file carries the job the merge put it in.
+        let t = inputs[i].trace;
+        t.segment
+            .as_ref()
+            .map(|s| s.job_id.clone())
+            .or_else(|| t.manifest.as_ref().map(|m| m.job_id.clone()))
+            .unwrap_or_default()
+    };
+    let shared_job_id =
+        inputs.len() > 1 && !job(0).is_empty() && (0..inputs.len()).all(|i| job(i) == job(0));
+    let all: Vec<&Trace> = inputs.iter().map(|i| i.trace).collect();
+    // Without a job id (a plain TPU VM pod sets none), the PJRT client still tells the hosts of
+    // one job apart from successive runs.
+    let pjrt_job = !shared_job_id && hosts::one_pjrt_job(&all);
+    let multi_host = shared_job_id || pjrt_job;
+    order.sort_by_key(|&i| {
+        if multi_host {
+            (u64::from(hosts::process_index(inputs[i].trace)), start(i))
+        } else {
+            (start(i), 0)
+        }
+    });
+    let traces: Vec<&Trace> = order.iter().map(|&i| inputs[i].trace).collect();
+    let runs = match (inputs.len(), multi_host) {
+        (1, _) => RunsInfo {
+            assumed: "single_run".into(),
+            note: "one trace".into(),
+        },
+        (n, true) if pjrt_job => RunsInfo {
+            assumed: "multi_host_job".into(),
+            note: format!(
+                "{n} traces are processes of one multi-process PJRT client, running at the same time: hosts of one job, ordered by process index"
+            ),
+        },
+        (n, true) => RunsInfo {
+            assumed: "multi_host_job".into(),
+            note: format!(
+                "{n} traces share job id {:?}: hosts of one job, ordered by process index",
+                job(0)
+            ),
+        },
+        (n, false) => RunsInfo {
+            assumed: "successive_runs".into(),
+            note: format!(
+                "{n} traces without a shared job id: successive runs of one program, ordered by start time"
+            ),
+        },
+    };
+
+    let mut report = Report {
+        tpuscope_report: REPORT_VERSION,
+        traces: Vec::new(),
+        runs,
+        warnings: Vec::new(),
+        compiles: CompileSummary::default(),
+        recompiles: Vec::new(),
+        phases: Vec::new(),
+        syncs: Vec::new(),
+        runtime_waits: 0,
+        steps: StepsReport::default(),
+        hbm: Vec::new(),
+        compiled_memory: Vec::new(),
+        oom: None,
+        cache: CacheReport::default(),
+        errors: Vec::new(),
+        findings: Vec::new(),
+        budgets: Vec::new(),
+        baseline: None,
+        hosts: None,
+        dynamo: None,
+    };
+
+    let mut all_compiles = Vec::new();
+    let mut all_syncs: Vec<SyncView> = Vec::new();
+    let mut all_steps: Vec<Steps> = Vec::new();
+    let mut errors: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (run, (&i, trace)) in order.iter().zip(&traces).enumerate() {
+        report.traces.push(trace_info(run, &inputs[i].path, trace));
+        warnings(&mut report.warnings, &inputs[i].path, trace);
+        let mut compiles = families::compiles(trace, run);
+        let (syncs, waits) = syncs::host_syncs(trace, run);
+        report.runtime_waits += waits;
+        let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
+        let steps = steps::steps(trace, &sync_times);
+        if matches!(steps.source, StepSource::Marker { .. }) {
+            // Markers are recorded by the thread that compiles (torch_xla compiles inside its
+            // `sync()`), while launches may come later from a worker thread: steps cut at
+            // markers place a compile by its own time.
+            for c in &mut compiles {
+                c.at_ns = c.t_ns;
+            }
+        }
+        report.hbm.extend(hbm::devices(trace, run, &steps));
+        report.compiled_memory.extend(hbm::executables(trace, run));
+        if report.oom.is_none() {
+            report.oom = hbm::oom(trace, run);
+        }
+        collect_errors(trace, &mut errors);
+        let fams = families::families(&compiles);
+        let first_family = report.recompiles.len();
+        report_families(&mut report, trace, &compiles, &fams, &steps);
+        merge_co_recompiles(&mut report.recompiles[first_family..]);
+        let recompile_steps = recompile_steps(&report.recompiles[first_family..]);
+        report
+            .phases
+            .extend(phase_reports(run, &compiles, &steps, &recompile_steps));
+        all_syncs.extend(syncs);
+        all_steps.push(steps);
+        all_compiles.push(compiles);
+    }
+    report
+        .compiled_memory
+        .sort_by_key(|e| std::cmp::Reverse(e.peak_bytes));
+    report.compiled_memory.truncate(20);
+    report.errors = errors
+        .into_iter()
+        .map(|((api, message), count)| ErrorSummary {
+            api,
+            message,
+            count,
+        })
+        .collect();
+    let total_steps: usize = all_steps.iter().map(|s| s.steps.len()).sum();
+    let torch = report
+        .traces
+        .first()
+        .is_some_and(|t| t.frontend.starts_with("torch"));
+    report.syncs = syncs::group(&all_syncs, total_steps, torch, |run, t| {
+        all_steps.get(run).and_then(|s| s.steady_step_at(t))
+    });
+    report.steps = steps_report(&traces, &all_steps);
+    report.cache = cache::cache(&traces, &all_compiles, !multi_host);
+    summarize_compiles(&mut report, &all_compiles);
+    let frontend = report
+        .traces
+        .first()
+        .map(|t| t.frontend.clone())
+        .unwrap_or_default();
+    report.findings = findings(&report, &frontend, &all_steps);
+    if multi_host {
+        let h = hosts::hosts(&traces, &all_compiles, &all_steps, &all_syncs);
+        if let Some(why) = &h.not_one_job {
+            report.warnings.push(format!(
+                "these hosts may not be one job ({why}): no cross-host findings are made"
+            ));
+            report
+                .runs
+                .note
+                .push_str(", but they may not be one job (see the warnings)");
+        }
+        report.findings.extend(hosts::findings(&h));
+        report.hosts = Some(h);
+    }
+    report
+}
+
+pub(super) fn trace_info(run: usize, path: &str, trace: &Trace) -> TraceInfo {
+    let m = trace.manifest.clone().unwrap_or_default();
+    TraceInfo {
+        run,
+        path: path.to_string(),
+        pid: m.pid,
+        host: m.host.clone(),
+        frontend: frontend_of(trace),
+        command: m.command_line.join(" "),
+        plugin: m.plugin_path.clone(),
+        pjrt_api: format!("{}.{}", m.pjrt_api_major, m.pjrt_api_minor),
+        start_wall_ns: m.start_wall_ns,
+        job_id: m.job_id.clone(),
+        process_index: hosts::process_index(trace),
+        completeness: TraceCompleteness::of(&trace.completeness),
+        events: trace.events.len() as u64,
+        recording_stopped: recording_stopped(trace),
+        dropped_events: trace.end.as_ref().map_or_else(
+            || {
+                trace
+                    .events
+                    .iter()
+                    .filter_map(|r| match r {
+                        tpuscope_core::Record::Dropped(d) => Some(d.total),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0)
+            },
+            |e| e.dropped_total,
+        ),
+    }
+}
+
+/// The frontend the agent named, else the one whose package the process loaded.
+pub fn frontend_of(trace: &Trace) -> String {
+    trace
+        .manifest
+        .as_ref()
+        .map(manifest_frontend)
+        .unwrap_or_default()
+}
+
+/// [`frontend_of`] for a manifest alone (what `tpuscope ps` reads from a live stream).
+pub fn manifest_frontend(m: &tpuscope_core::event::Manifest) -> String {
+    if !m.frontend.is_empty() {
+        return m.frontend.clone();
+    }
+    let has = |p: &str| m.package_versions.iter().any(|kv| kv.key == p);
+    ["torch_tpu", "torch_xla", "jax"]
+        .into_iter()
+        .find(|p| has(p))
+        .unwrap_or("")
+        .to_string()
+}
+
+pub(super) fn warnings(out: &mut Vec<String>, path: &str, trace: &Trace) {
+    match trace.completeness {
+        Completeness::Cut { offset, file_len } => out.push(format!(
+            "{path}: trace cut at byte {offset} of {file_len}: the report covers what it holds"
+        )),
+        Completeness::NoEndRecord { .. } => out.push(format!(
+            "{path}: no end record (the process died or is still running): the report covers what it holds"
+        )),
+        Completeness::Complete => {}
+    }
+    if !trace.damage.is_empty() {
+        out.push(format!(
+            "{path}: {} damaged region(s) skipped",
+            trace.damage.len()
+        ));
+    }
+    if let Some(s) = recording_stopped(trace) {
+        out.push(format!("{path}: {}", stopped_line(&s)));
+    }
+    if trace.unknown_records > 0 {
+        out.push(format!(
+            "{path}: {} record(s) of kinds newer than this tpuscope were skipped",
+            trace.unknown_records
+        ));
+    }
+    let dropped = trace.end.as_ref().map_or(0, |e| e.dropped_total);
+    if dropped > 0 {
+        out.push(format!(
+            "{path}: the collector dropped {dropped} events under load: counts are lower bounds"
+        ));
+    }
+}
+
+pub(super) fn collect_errors(trace: &Trace, out: &mut BTreeMap<(String, String), u64>) {
+    use tpuscope_core::Record;
+    for r in &trace.events {
+        let (api, msg) = match r {
+            // A failed compile also writes an Error record: count it once, there.
+            Record::Error(e) => (e.api.clone(), e.message.clone()),
+            _ => continue,
+        };
+        let first_line = msg.lines().next().unwrap_or("").chars().take(300).collect();
+        *out.entry((api, first_line)).or_default() += 1;
+    }
+}
+
+pub(super) fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+pub(super) fn report_families(
+    report: &mut Report,
+    trace: &Trace,
+    compiles: &[CompileView],
+    fams: &[Family],
+    steps: &Steps,
+) {
+    let t0 = trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns);
+    let frontend = frontend_of(trace);
+    for f in fams {
+        report.compiles.families += 1;
+        if f.members.len() < 2 {
+            continue;
+        }
+        // What the recompiles that matter (those in the steady state) say, rather than the
+        // loop's warm-up members.
+        let steady_cause =
+            f.cause_among(|m| m.against.is_some() && steady(steps, compiles[m.compile].at_ns));
+        let Some(cause) = steady_cause.or_else(|| f.cause()) else {
+            continue;
+        };
+        let pos = |compile: usize| f.members.iter().position(|m| m.compile == compile);
+        let members: Vec<MemberReport> = f
+            .members
+            .iter()
+            .map(|m| {
+                let c = &compiles[m.compile];
+                MemberReport {
+                    event: c.event,
+                    t_ms: ms(c.t_ns.saturating_sub(t0)),
+                    compile_ms: ms(c.dur_ns),
+                    executable: c.name.clone(),
+                    against: m.against.and_then(pos),
+                    cause: m.diff.as_ref().map(|d| d.cause),
+                    diff: m.diff.clone(),
+                    parameters: c
+                        .program
+                        .as_ref()
+                        .map(|p| p.params.iter().map(|p| p.shape()).collect())
+                        .unwrap_or_default(),
+                    source: c.source.clone(),
+                    stack: stack_lines(trace, c.stack),
+                }
+            })
+            .collect();
+        let (details, suggestion, source) = explain(f, compiles, cause, &frontend);
+        let steady_state_recompiles = f
+            .members
+            .iter()
+            .skip(1)
+            .filter(|m| steady(steps, compiles[m.compile].at_ns))
+            .count() as u64;
+        let steady_steps = f
+            .members
+            .iter()
+            .skip(1)
+            .map(|m| compiles[m.compile].at_ns)
+            .filter(|&t| steps.phase_at(t) == Some(Phase::Steady))
+            .filter_map(|t| steps.step_at(t))
+            .collect();
+        report.recompiles.push(FamilyReport {
+            graph: f.graph.clone(),
+            run: f.run,
+            count: f.members.len() as u64,
+            cause,
+            source,
+            details,
+            suggestion,
+            compile_ms: f
+                .members
+                .iter()
+                .map(|m| ms(compiles[m.compile].dur_ns))
+                .sum(),
+            steady_state_recompiles,
+            finding: steady_state_recompiles > 0,
+            recompiled_with: None,
+            members,
+            steady_steps,
+        });
+    }
+}
+
+/// Families of one run that recompiled in the same steps for the same cause are one problem:
+/// the costliest carries the finding, the others say they came with it.
+pub(super) fn merge_co_recompiles(fams: &mut [FamilyReport]) {
+    let near = |a: &BTreeSet<usize>, b: &BTreeSet<usize>| {
+        // A step apart counts as the same step: a step's graphs compile before its launch.
+        let hits = a
+            .iter()
+            .filter(|&&i| b.contains(&i) || b.contains(&(i + 1)) || (i > 0 && b.contains(&(i - 1))))
+            .count();
+        hits > 0 && hits * 2 >= a.len().min(b.len())
+    };
+    // The costliest carries the finding: the model's step, not a mask helper cut out of it.
+    let mut order: Vec<usize> = (0..fams.len())
+        .filter(|&i| fams[i].finding && !fams[i].steady_steps.is_empty())
+        .collect();
+    order.sort_by(|&a, &b| fams[b].compile_ms.total_cmp(&fams[a].compile_ms));
+    for (k, &i) in order.iter().enumerate() {
+        if fams[i].recompiled_with.is_some() {
+            continue;
+        }
+        for &j in &order[k + 1..] {
+            if fams[j].recompiled_with.is_none()
+                && fams[j].cause == fams[i].cause
+                && near(&fams[j].steady_steps, &fams[i].steady_steps)
+            {
+                fams[j].finding = false;
+                fams[j].recompiled_with = Some(fams[i].graph.clone());
+            }
+        }
+    }
+}
+
+/// True when a compile at `t` recurs while the loop runs: in the steady state, or anywhere for
+/// a run without steps (nothing tells set-up from loop there).
+pub(super) fn steady(steps: &Steps, t: u64) -> bool {
+    steps.phase_at(t).is_none_or(|p| p == Phase::Steady)
+}
+
+/// The steps in which each family of a run recompiled in the steady state, widened by one: a
+/// graph compiles before the launch that starts its step, so the ops that come with it compile
+/// in that step or the one before.
+pub(super) fn recompile_steps(fams: &[FamilyReport]) -> Vec<(String, BTreeSet<usize>)> {
+    fams.iter()
+        .filter(|f| !f.steady_steps.is_empty())
+        .map(|f| {
+            let at = f.steady_steps.iter().flat_map(|&i| [i, i + 1]).collect();
+            (f.graph.clone(), at)
+        })
+        .collect()
+}
+
+/// At most this many op sites are listed per phase; the counts cover them all.
+pub(super) const MAX_OP_SITES: usize = 10;
+
+/// The phases of one run with their compiles, eager op compiles grouped by the user's line.
+pub(super) fn phase_reports(
+    run: usize,
+    compiles: &[CompileView],
+    steps: &Steps,
+    recompile_steps: &[(String, BTreeSet<usize>)],
+) -> Vec<PhaseReport> {
+    let Some(p) = steps.phases else {
+        return Vec::new();
+    };
+    let total = p.run_end_ns.saturating_sub(p.run_start_ns).max(1);
+    let spans = [
+        (Phase::Setup, p.run_start_ns, p.steady_start_ns),
+        (Phase::Steady, p.steady_start_ns, p.loop_end_ns),
+        (Phase::Tail, p.loop_end_ns, p.run_end_ns),
+    ];
+    let warmup = u64::from(p.warmup_steps);
+    spans
+        .into_iter()
+        .map(|(phase, start, end)| {
+            let in_phase: Vec<&CompileView> = compiles
+                .iter()
+                .filter(|c| p.phase_at(c.at_ns) == phase)
+                .collect();
+            type Acc = (
+                u64,
+                u64,
+                BTreeMap<SourceLoc, u32>,
+                BTreeSet<String>,
+                BTreeSet<usize>,
+            );
+            let mut sites: BTreeMap<Option<SourceLoc>, Acc> = BTreeMap::new();
+            for c in in_phase.iter().filter(|c| c.origin == Origin::Op) {
+                let a = sites.entry(c.source.clone()).or_default();
+                a.0 += 1;
+                a.1 += c.dur_ns;
+                if let Some(l) = &c.library {
+                    *a.2.entry(l.clone()).or_default() += 1;
+                }
+                if a.3.len() < 8 {
+                    a.3.insert(c.name.clone());
+                }
+                if let Some(i) = steps.step_at(c.at_ns) {
+                    a.4.insert(i);
+                }
+            }
+            let mut op_sites: Vec<OpSite> = sites
+                .into_iter()
+                .map(|(source, (n, dur, libs, ops, in_steps))| OpSite {
+                    // Ops that compiled again in the steps where a graph recompiled did so for
+                    // the same new shapes: that graph's finding says it.
+                    explained_by: recompile_steps
+                        .iter()
+                        .find(|(_, s)| {
+                            !in_steps.is_empty()
+                                && in_steps.intersection(s).count() * 2 >= in_steps.len()
+                        })
+                        .map(|(g, _)| g.clone()),
+                    source,
+                    library: libs.iter().max_by_key(|(_, k)| **k).map(|(l, _)| l.clone()),
+                    compiles: n,
+                    compile_ms: ms(dur),
+                    ops: ops.into_iter().collect(),
+                    steps: u32::try_from(in_steps.len()).unwrap_or(u32::MAX),
+                })
+                .collect();
+            op_sites.sort_by(|a, b| {
+                b.compile_ms
+                    .total_cmp(&a.compile_ms)
+                    .then(a.source.cmp(&b.source))
+            });
+            let op_compiles = op_sites.iter().map(|o| o.compiles).sum();
+            op_sites.truncate(MAX_OP_SITES);
+            let n_steps = steps.steps.len() as u64;
+            PhaseReport {
+                run,
+                phase,
+                start_ms: ms(start.saturating_sub(p.run_start_ns)),
+                dur_ms: ms(end.saturating_sub(start)),
+                share: end.saturating_sub(start) as f64 / total as f64,
+                steps: match phase {
+                    Phase::Setup => warmup.min(n_steps),
+                    Phase::Steady => n_steps.saturating_sub(warmup),
+                    Phase::Tail => 0,
+                },
+                compiles: in_phase.len() as u64,
+                compile_ms: in_phase.iter().map(|c| ms(c.dur_ns)).sum(),
+                op_compiles,
+                op_sites,
+            }
+        })
+        .collect()
+}
+
+pub(super) fn steps_report(traces: &[&Trace], all: &[Steps]) -> StepsReport {
+    let mut r = StepsReport {
+        detected_by: "none".into(),
+        ..StepsReport::default()
+    };
+    let mut fragments = Vec::new();
+    let mut syncs = Vec::new();
+    for (run, (steps, trace)) in all.iter().zip(traces).enumerate() {
+        let t0 = trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns);
+        if run == 0 || r.detected_by == "none" {
+            r.detected_by = match &steps.source {
+                StepSource::Marker { marker } => format!("marker {marker}"),
+                StepSource::DominantExecutable { executable } => {
+                    format!("dominant executable {executable}")
+                }
+                StepSource::None => "none".into(),
+            };
+        }
+        r.count += steps.steps.len() as u64;
+        r.graph_fragments_per_step = r
+            .graph_fragments_per_step
+            .max(u64::from(steps.worst_steady(|s| s.executes).unwrap_or(0)));
+        r.syncs_per_step = r
+            .syncs_per_step
+            .max(u64::from(steps.worst_steady(|s| s.syncs).unwrap_or(0)));
+        for s in steps.steady() {
+            r.compiles_after_first_step += u64::from(s.compiles);
+            fragments.push(f64::from(s.executes));
+            syncs.push(f64::from(s.syncs));
+        }
+        let first_steady = steps.steps.len() - steps.steady().len();
+        for (i, s) in steps.steps.iter().enumerate() {
+            if r.per_step.len() >= 10_000 {
+                break;
+            }
+            r.per_step.push(StepRow {
+                run,
+                number: s.number,
+                t_ms: ms(s.start_ns.saturating_sub(t0)),
+                dur_ms: ms(s.end_ns.saturating_sub(s.start_ns)),
+                executes: s.executes,
+                distinct_executables: s.distinct_executables,
+                syncs: s.syncs,
+                compiles: s.compiles,
+                stall_ms: ms(s.stall_ns),
+                steady: i >= first_steady,
+            });
+        }
+    }
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    r.mean_graph_fragments_per_step = mean(&fragments);
+    r.mean_syncs_per_step = mean(&syncs);
+    r
+}
+
+pub(super) fn summarize_compiles(report: &mut Report, all: &[Vec<CompileView>]) {
+    let c = &mut report.compiles;
+    for list in all {
+        c.total += list.len() as u64;
+        c.failed += list.iter().filter(|x| x.failed).count() as u64;
+        c.compile_ms += list.iter().map(|x| ms(x.dur_ns)).sum::<f64>();
+    }
+    // Families that only compiled during warm-up are listed, but not counted as recompiles.
+    let counted = report
+        .recompiles
+        .iter()
+        .filter(|f| f.finding || f.recompiled_with.is_some());
+    c.recompile_families = counted.clone().count() as u64;
+    c.recompiles = counted.clone().map(|f| f.count - 1).sum();
+    c.warmup_recompiles = report
+        .recompiles
+        .iter()
+        .filter(|f| !f.finding && f.recompiled_with.is_none())
+        .map(|f| f.count - 1)
+        .sum();
+    for f in counted {
+        *c.by_cause.entry(f.cause.as_str().to_string()).or_default() += f.count - 1;
+    }
+    c.op_compiles = all
+        .iter()
+        .flatten()
+        .filter(|x| x.origin == Origin::Op)
+        .count() as u64;
+    let setup = report.phases.iter().filter(|p| p.phase == Phase::Setup);
+    c.setup_compile_ms = setup.clone().map(|p| p.compile_ms).sum();
+    let wall: f64 = report.phases.iter().map(|p| p.dur_ms).sum();
+    c.setup_compile_share = if wall > 0.0 {
+        c.setup_compile_ms / wall
+    } else {
+        0.0
+    };
+}

@@ -1,0 +1,29 @@
+//! The one way from traces to a report: analyse, join dynamo's logs, evaluate budgets, compare
+//! with a baseline. Every command and view calls [`build`], so a trace gives the same report in
+//! `report`, the run summary, the live view, `attach`, `/metrics` and the GUI.
+
+use super::*;
+use crate::torch_trace::{self, TorchLogs};
+
+/// What a report may be built with besides the traces.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// dynamo's logs of the inputs (found by the caller: reading them is I/O).
+    pub torch_logs: Vec<TorchLogs>,
+    pub budgets: Vec<Budget>,
+    /// An earlier `report --format json`.
+    pub baseline: Option<serde_json::Value>,
+}
+
+/// Analyses `inputs` and completes the report with `options`.
+pub fn build(inputs: &[Input<'_>], options: &Options) -> Report {
+    let mut report = analyze(inputs);
+    if !options.torch_logs.is_empty() {
+        torch_trace::attach(&mut report, inputs, &options.torch_logs);
+    }
+    apply_budgets(&mut report, &options.budgets);
+    if let Some(b) = &options.baseline {
+        compare_baseline(&mut report, b);
+    }
+    report
+}
