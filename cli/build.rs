@@ -39,6 +39,10 @@ fn embed_collector(manifest_dir: &Path, out_dir: &Path) -> String {
         "cargo:rerun-if-changed={}",
         manifest_dir.join("../core/src").display()
     );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("../pjrt/src").display()
+    );
     let status = std::process::Command::new(cargo)
         .args([
             "build",

@@ -45,16 +45,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{cpu_client, cpu_plugin, f32_bytes, get_api, open, run_self, traces_in};
-use tpuscope_collector::ffi::pjrt::driver::{Driver, SINGLE_DEVICE_COMPILE_OPTIONS};
-use tpuscope_collector::ffi::pjrt::{
-    BufferExternalReferenceCountArgs, BufferIsOnCpuArgs, BufferReadyEventArgs, EventAwaitArgs,
-    ExecuteOptions, LoadedExecutableExecuteArgs, PjrtArgs, PjrtBuffer, PjrtClient, PjrtDevice,
-    PjrtEvent, PjrtFn, PjrtLoadedExecutable, buffer_type,
-};
 use tpuscope_collector::recorder::{Event, Recorder};
 use tpuscope_core::RawFrame;
 use tpuscope_core::Record;
 use tpuscope_core::event::{Execute, ExecuteComplete, Manifest, Sync as SyncRecord};
+use tpuscope_pjrt::abi::{
+    BufferExternalReferenceCountArgs, BufferIsOnCpuArgs, BufferReadyEventArgs, EventAwaitArgs,
+    ExecuteOptions, LoadedExecutableExecuteArgs, PjrtArgs, PjrtBuffer, PjrtClient, PjrtDevice,
+    PjrtEvent, PjrtFn, PjrtLoadedExecutable, buffer_type,
+};
+use tpuscope_pjrt::driver::{Driver, SINGLE_DEVICE_COMPILE_OPTIONS};
 
 /// A 4-argument step: four f32[16,16] in, four out (mixes that stay bounded when chained).
 const STEP4_MLIR: &str = r#"

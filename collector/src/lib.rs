@@ -5,7 +5,8 @@
 //! the slots it hooks, and returns the copy. Hooks time the real call and push an event into a
 //! bounded lock-free queue (`recorder`); a writer thread drains it into the trace (`writer`).
 //!
-//! All `unsafe` and FFI lives in `ffi`; everything else is safe Rust.
+//! All `unsafe` and FFI lives in `ffi` (the PJRT layouts it uses are the `tpuscope-pjrt` crate's);
+//! everything else is safe Rust.
 
 pub mod agent;
 pub mod config;

@@ -14,14 +14,14 @@ use common::{
     ADD_MLIR, collector_so, compile_add, compile_only_add, cpu_client, cpu_plugin, execute_doubles,
     f32_bytes, get_api, open, run_self, to_f32, trace_in,
 };
-use tpuscope_collector::ffi::pjrt::driver::{
-    Driver, ExecuteWith, OptionValue, SINGLE_DEVICE_COMPILE_OPTIONS, Status,
-};
-use tpuscope_collector::ffi::pjrt::{
-    self, ExecuteOptions, LoadedExecutableExecuteArgs, PjrtArgs, PjrtBuffer, buffer_type,
-};
 use tpuscope_core::Record;
 use tpuscope_core::writer::blob_hash;
+use tpuscope_pjrt::abi::{
+    self as pjrt, ExecuteOptions, LoadedExecutableExecuteArgs, PjrtArgs, PjrtBuffer, buffer_type,
+};
+use tpuscope_pjrt::driver::{
+    Driver, ExecuteWith, OptionValue, SINGLE_DEVICE_COMPILE_OPTIONS, Status,
+};
 
 const CHILD_ENV: &str = "TPUSCOPE_PT_CHILD";
 

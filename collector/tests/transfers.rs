@@ -20,15 +20,15 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 use common::{collector_so, cpu_client, cpu_plugin, env_python, load_api, run_self, trace_in};
-use tpuscope_collector::ffi::pjrt::driver::{Driver, ExecuteWith, SINGLE_DEVICE_COMPILE_OPTIONS};
-use tpuscope_collector::ffi::pjrt::{
+use tpuscope_core::event::{Direction, MemoryOrigin, Record, Transfer};
+use tpuscope_pjrt::abi::{
     AsyncH2dDestroyArgs, AsyncH2dRetrieveBufferArgs, AsyncH2dTransferDataArgs,
     BufferCopyRawToHostArgs, BufferExternalReferenceCountArgs, BufferIsOnCpuArgs,
     BufferOpaqueDeviceMemoryDataPointerArgs, BufferReadyEventArgs, BufferToHostBufferArgs,
     ClientCreateBuffersForAsyncH2dArgs, EventCreateArgs, EventIsReadyArgs, EventOnReadyArgs,
     PjrtApi, PjrtArgs, PjrtBuffer, PjrtError, PjrtEvent, PjrtFn, ShapeSpec, buffer_type,
 };
-use tpuscope_core::event::{Direction, MemoryOrigin, Record, Transfer};
+use tpuscope_pjrt::driver::{Driver, ExecuteWith, SINGLE_DEVICE_COMPILE_OPTIONS};
 
 const SCENARIO_ENV: &str = "TPUSCOPE_TRANSFERS_SCENARIO";
 
@@ -121,7 +121,7 @@ fn h2d_d2h_transfers_and_live_buffer_memory() {
     assert_eq!(h2d.len(), H2D.len(), "{h2d:#?}");
     for (x, (dtype, dims, bytes, dev)) in h2d.iter().zip(H2D) {
         assert_eq!(x.api, "PJRT_Client_BufferFromHostBuffer");
-        assert_eq!(x.dtype, tpuscope_collector::ffi::pjrt::dtype_name(*dtype));
+        assert_eq!(x.dtype, tpuscope_pjrt::abi::dtype_name(*dtype));
         assert_eq!(x.dims, *dims);
         assert_eq!(x.bytes, *bytes);
         assert_eq!(x.device, *dev as i32);
@@ -471,7 +471,7 @@ fn child_transfers_and_memory() {
     }
 }
 
-/// `PJRT_Device_DefaultMemory_Args` (not in `ffi::pjrt`: the collector never calls it).
+/// `PJRT_Device_DefaultMemory_Args` (not in `tpuscope_pjrt::abi`: the collector never calls it).
 #[repr(C)]
 struct DeviceDefaultMemoryArgs {
     struct_size: usize,
@@ -791,7 +791,7 @@ fn child_reads_and_waits() {
         let size_ns = t0.elapsed().as_nanos() / iters;
         let t0 = Instant::now();
         for _ in 0..iters {
-            let mut a = tpuscope_collector::ffi::pjrt::BufferDeviceArgs::new();
+            let mut a = tpuscope_pjrt::abi::BufferDeviceArgs::new();
             a.buffer = small;
             call(&rd, real.buffer_device, &mut a);
         }

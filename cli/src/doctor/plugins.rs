@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use tpuscope_collector::ffi::probe::{self as ffi_probe, MIN_WRAPPABLE_MINOR, NEWEST_KNOWN_MINOR};
+use tpuscope_pjrt::probe::{self as ffi_probe, MIN_WRAPPABLE_MINOR, NEWEST_KNOWN_MINOR};
 
 use super::proc;
 use super::{Check, Status};

@@ -3,8 +3,8 @@
 
 use tpuscope_core::RawFrame;
 use tpuscope_core::event::{ErrorEvent, ErrorInfo, Record};
+use tpuscope_pjrt::abi::{PjrtError, PjrtFn};
 
-use super::pjrt::{PjrtError, PjrtFn};
 use super::{guard, python, read_error, recording};
 use crate::recorder::{self, Event, now_ns};
 use crate::session;

@@ -23,15 +23,15 @@ use tpuscope_core::event::{
     ExecuteComplete, KeyValue, Load, Record,
 };
 use tpuscope_core::writer::blob_hash;
+use tpuscope_pjrt::abi::{
+    self as pjrt, BufferDestroyArgs, ClientCompileArgs, ClientCreateArgs, ClientLoadArgs,
+    CompileArgs, EventOnReadyArgs, ExecutableDeserializeAndLoadArgs, ExecutableSerializeArgs,
+    ExecuteOptions, LoadedExecutableDestroyArgs, LoadedExecutableExecuteArgs, NamedValue, PjrtApi,
+    PjrtArgs, PjrtBuffer, PjrtError, PjrtExecutable, PjrtFn, PjrtLoadedExecutable, Program,
+};
+use tpuscope_pjrt::driver::{Driver, slice_of};
 
 use super::common::{real_slot, record_error, timed};
-use super::pjrt::driver::{Driver, slice_of};
-use super::pjrt::{
-    self, BufferDestroyArgs, ClientCompileArgs, ClientCreateArgs, ClientLoadArgs, CompileArgs,
-    EventOnReadyArgs, ExecutableDeserializeAndLoadArgs, ExecutableSerializeArgs, ExecuteOptions,
-    LoadedExecutableDestroyArgs, LoadedExecutableExecuteArgs, NamedValue, PjrtApi, PjrtArgs,
-    PjrtBuffer, PjrtError, PjrtExecutable, PjrtFn, PjrtLoadedExecutable, Program,
-};
 use super::{
     guard, pack_user_arg, python, read_error, real, real_driver, recording, set_hook,
     unpack_user_arg,

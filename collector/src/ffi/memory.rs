@@ -17,9 +17,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tpuscope_core::event::{Memory, MemoryOrigin, Record};
+use tpuscope_pjrt::abi::{
+    self as pjrt, ClientDestroyArgs, DeviceMemoryStatsArgs, PjrtApi, PjrtClient, PjrtError,
+};
 
 use super::common::real_slot;
-use super::pjrt::{ClientDestroyArgs, DeviceMemoryStatsArgs, PjrtApi, PjrtClient, PjrtError};
 use super::{guard, real_driver, recording, set_hook};
 use crate::live_buffers;
 use crate::recorder::{self, Event, now_ns};
@@ -204,7 +206,7 @@ fn sample_plugin_stats() {
                         }
                     }
                 }
-                let unimplemented = st.code == super::pjrt::error_code::UNIMPLEMENTED;
+                let unimplemented = st.code == pjrt::error_code::UNIMPLEMENTED;
                 let (flag, topic) = if unimplemented {
                     (&NOTED_UNIMPLEMENTED, "memory_stats_unimplemented")
                 } else {

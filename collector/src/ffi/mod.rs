@@ -1,6 +1,7 @@
-//! Everything unsafe: the PJRT ABI (`pjrt`), the exported `GetPjrtApi` and hooks (`hooks`),
-//! transfer and memory hooks (`transfers`, `memory`), Python stack capture (`python`), the
-//! agent's C entry points (`exports`), and libc (`os`).
+//! Everything unsafe in the collector: the exported `GetPjrtApi` and hooks (`hooks`), transfer
+//! and memory hooks (`transfers`, `memory`), Python stack capture (`python`), the agent's C entry
+//! points (`exports`), and libc (`os`). The PJRT ABI layouts and the driver that calls through a
+//! table are the `tpuscope-pjrt` crate's.
 //!
 //! `GetPjrtApi` loads the real plugin named by `TPUSCOPE_REAL_PLUGIN`, copies its table and
 //! replaces the slots the collector hooks. Extension point: a module that hooks more slots gets an
@@ -11,8 +12,6 @@ pub mod exports;
 pub mod hooks;
 pub mod memory;
 pub mod os;
-pub mod pjrt;
-pub mod probe;
 pub mod python;
 pub mod transfers;
 
@@ -23,9 +22,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
 use tpuscope_core::event::KeyValue;
+use tpuscope_pjrt::abi::{self as pjrt, PjrtApi, PjrtError, PjrtFn};
+use tpuscope_pjrt::driver::{Driver, Status};
 
-use self::pjrt::driver::{Driver, Status};
-use self::pjrt::{PjrtApi, PjrtError, PjrtFn};
 use crate::config::ENV_REAL_PLUGIN;
 use crate::session::{self, PluginInfo};
 

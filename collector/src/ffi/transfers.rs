@@ -37,11 +37,8 @@ use std::sync::{Arc, Mutex};
 
 use tpuscope_core::RawFrame;
 use tpuscope_core::event::{Direction, ErrorInfo, Record, Sync as SyncRecord, Transfer};
-
-use super::common::{pass_error, push, real_slot, record_error, stack, timed};
-use super::pjrt::driver::{Driver, slice_of};
-use super::pjrt::{
-    self, AsyncH2dDestroyArgs, AsyncH2dRetrieveBufferArgs, AsyncH2dTransferDataArgs,
+use tpuscope_pjrt::abi::{
+    self as pjrt, AsyncH2dDestroyArgs, AsyncH2dRetrieveBufferArgs, AsyncH2dTransferDataArgs,
     AsyncH2dTransferLiteralArgs, BufferCopyRawToHostArgs, BufferCopyRawToHostFutureArgs,
     BufferCopyToDeviceArgs, BufferCopyToMemoryArgs, BufferDeleteArgs, BufferDestroyArgs,
     BufferDeviceArgs, BufferExternalReferenceCountArgs, BufferIsOnCpuArgs, BufferReadyEventArgs,
@@ -50,6 +47,9 @@ use super::pjrt::{
     EventIsReadyArgs, EventOnReadyArgs, EventOnReadyCallback, PjrtApi, PjrtArgs, PjrtBuffer,
     PjrtDevice, PjrtError, PjrtEvent, PjrtFn,
 };
+use tpuscope_pjrt::driver::{Driver, slice_of};
+
+use super::common::{pass_error, push, real_slot, record_error, stack, timed};
 use super::{guard, read_error, real_driver, recording, set_hook};
 use crate::live_buffers;
 use crate::recorder::{self, Event, now_ns};

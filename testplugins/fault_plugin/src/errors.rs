@@ -7,8 +7,9 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
 
+use tpuscope_pjrt::abi::PjrtError;
+
 use crate::counts::{self, Counter};
-use crate::pjrt::PjrtError;
 
 /// What an injected `PJRT_Error*` points to.
 pub struct FaultError {

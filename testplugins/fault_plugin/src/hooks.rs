@@ -12,9 +12,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::time::Duration;
 
+use tpuscope_pjrt::abi::*;
+
 use crate::counts::{self, Counter};
 use crate::errors;
-use crate::pjrt::*;
 use crate::spec::Kind;
 
 /// A zero-extended copy of the real table (NULL until built): reading any slot of `PjrtApi` from

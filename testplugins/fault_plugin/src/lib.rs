@@ -19,10 +19,6 @@
 mod counts;
 mod errors;
 mod hooks;
-// The collector's layouts, shared rather than written twice; this crate uses a subset.
-#[path = "../../../collector/src/ffi/pjrt.rs"]
-#[allow(dead_code)]
-mod pjrt;
 mod spec;
 
 use std::ffi::c_int;
@@ -30,8 +26,8 @@ use std::panic::catch_unwind;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use pjrt::PjrtApi;
 use spec::{Spec, SpecError};
+use tpuscope_pjrt::abi::{self, PjrtApi};
 
 pub const ENV_REAL_PLUGIN: &str = "TPUSCOPE_FAULT_REAL_PLUGIN";
 pub const ENV_SPEC: &str = "TPUSCOPE_FAULT_SPEC";
@@ -146,14 +142,14 @@ fn init() -> usize {
         return 0;
     };
     let v = api.pjrt_api_version;
-    if v.major != 0 || v.minor < pjrt::MIN_WRAPPABLE_MINOR {
+    if v.major != 0 || v.minor < abi::MIN_WRAPPABLE_MINOR {
         eprintln!(
             "tpuscope fault plugin: {ENV_REAL_PLUGIN}={} has PJRT API {}.{}; the table layout \
              this plugin knows starts at 0.{}",
             path.display(),
             v.major,
             v.minor,
-            pjrt::MIN_WRAPPABLE_MINOR
+            abi::MIN_WRAPPABLE_MINOR
         );
         return 0;
     }

@@ -6,9 +6,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::pjrt::driver::{Driver, ExecuteWith, OptionValue, SINGLE_DEVICE_COMPILE_OPTIONS};
-use common::pjrt::*;
 use common::*;
+use tpuscope_pjrt::abi::*;
+use tpuscope_pjrt::driver::{
+    self, Driver, ExecuteWith, OptionValue, SINGLE_DEVICE_COMPILE_OPTIONS,
+};
 
 fn no_events() -> ExecuteWith {
     ExecuteWith::default()

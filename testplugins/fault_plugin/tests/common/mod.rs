@@ -9,12 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::ptr;
 
-#[path = "../../../../collector/src/ffi/pjrt.rs"]
-#[allow(unreachable_pub)]
-pub mod pjrt;
-
-use pjrt::driver::Driver;
-use pjrt::*;
+use tpuscope_pjrt::abi::*;
+use tpuscope_pjrt::driver::{self, Driver};
 
 pub const ENV_REAL: &str = "TPUSCOPE_FAULT_REAL_PLUGIN";
 pub const ENV_SPEC: &str = "TPUSCOPE_FAULT_SPEC";

@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use super::pjrt::{self, ApiVersion, PjrtApi};
+use crate::abi::{self, ApiVersion, PjrtApi};
 
-/// The newest API minor whose table this crate knows in full (`pjrt::SLOT_COUNT` slots): a newer
+/// The newest API minor whose table this crate knows in full (`abi::SLOT_COUNT` slots): a newer
 /// plugin is wrapped, but the slots it added pass through unrecorded.
 pub const NEWEST_KNOWN_MINOR: i32 = 117;
 /// The oldest API minor the collector wraps (older tables have another layout).
-pub const MIN_WRAPPABLE_MINOR: i32 = pjrt::MIN_WRAPPABLE_MINOR;
+pub const MIN_WRAPPABLE_MINOR: i32 = abi::MIN_WRAPPABLE_MINOR;
 
 /// What a plugin's table header says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub struct PluginApi {
 impl PluginApi {
     /// Function slots in the table (the bytes after the 40-byte header, 8 per slot).
     pub fn slots(&self) -> usize {
-        self.struct_size.saturating_sub(pjrt::API_HEADER_SIZE) / size_of::<usize>()
+        self.struct_size.saturating_sub(abi::API_HEADER_SIZE) / size_of::<usize>()
     }
 }
 
@@ -106,8 +106,8 @@ mod tests {
         let api = PluginApi {
             major: 0,
             minor: 115,
-            struct_size: pjrt::API_STRUCT_SIZE,
+            struct_size: abi::API_STRUCT_SIZE,
         };
-        assert_eq!(api.slots(), pjrt::SLOT_COUNT);
+        assert_eq!(api.slots(), abi::SLOT_COUNT);
     }
 }

@@ -1,4 +1,4 @@
-//! Checks the `#[repr(C)]` layouts in `ffi::pjrt` against the real XLA CPU plugin (API 0.115):
+//! Checks the `#[repr(C)]` layouts in `abi` against the real XLA CPU plugin (API 0.115):
 //! table size, slot count, version, and a few calls made through our Args structs.
 //!
 //! The plugin comes from `TPUSCOPE_TEST_CPU_PLUGIN` or the jax test env
@@ -10,8 +10,8 @@ mod common;
 use common::{
     compile_add, compile_only_add, cpu_client, cpu_plugin, execute_doubles, find_in_env, load_api,
 };
-use tpuscope_collector::ffi::pjrt::driver::{Driver, ExecuteWith, SINGLE_DEVICE_COMPILE_OPTIONS};
-use tpuscope_collector::ffi::pjrt::{self, PjrtApi, buffer_type, error_code};
+use tpuscope_pjrt::abi::{self as pjrt, PjrtApi, buffer_type, error_code};
+use tpuscope_pjrt::driver::{Driver, ExecuteWith, SINGLE_DEVICE_COMPILE_OPTIONS};
 
 #[test]
 fn cpu_plugin_table_layout() {
@@ -42,6 +42,7 @@ fn cpu_plugin_table_layout() {
     }
     assert_eq!(
         api.client_compile.map(|f| f as usize),
+        // SAFETY: the slot's offset is inside the plugin's table (checked in the loop above).
         Some(unsafe {
             base.add(pjrt::slot_offset("client_compile").unwrap())
                 .cast::<usize>()

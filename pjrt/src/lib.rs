@@ -1,0 +1,15 @@
+//! The PJRT C API as Rust, shared by the collector (which wraps a real plugin), the fault plugin
+//! (a test pass-through) and `tpuscope doctor` (which asks a plugin its version).
+//!
+//! - `abi`: our own `#[repr(C)]` layouts of the function table and the Args structs, checked
+//!   against the real plugins by `tests/abi.rs`;
+//! - `driver`: a minimal PJRT frontend that calls through any table;
+//! - `probe`: loads a plugin and reads its API version.
+//!
+//! Everything here is FFI: this crate, like the collector's `ffi` module, is where the workspace
+//! allows `unsafe` (each block says why it is sound).
+#![allow(unsafe_code)]
+
+pub mod abi;
+pub mod driver;
+pub mod probe;
