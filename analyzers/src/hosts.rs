@@ -545,7 +545,7 @@ pub fn findings(h: &HostsReport) -> Vec<Finding> {
             "the other hosts compile it once".to_string()
         };
         out.push(Finding {
-            kind: "host".into(),
+            kind: crate::report::FindingKind::Host,
             title: format!(
                 "host {} (process {}) recompiles {} alone: {}× here, {others}",
                 a.host, a.process_index, a.graph, a.compiles
@@ -559,7 +559,7 @@ pub fn findings(h: &HostsReport) -> Vec<Finding> {
     }
     for s in &h.stragglers {
         out.push(Finding {
-            kind: "host".into(),
+            kind: crate::report::FindingKind::Host,
             title: format!(
                 "host {} (process {}) is a straggler ({}): {}",
                 s.host,

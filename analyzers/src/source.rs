@@ -12,6 +12,17 @@ pub struct SourceLoc {
     pub function: String,
 }
 
+impl SourceLoc {
+    /// `dir/file.py:33 (function)`, or the place alone when the function is unknown.
+    pub fn with_function(&self) -> String {
+        if self.function.is_empty() {
+            self.to_string()
+        } else {
+            format!("{self} ({})", self.function)
+        }
+    }
+}
+
 impl std::fmt::Display for SourceLoc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", short_path(&self.file), self.line)

@@ -61,6 +61,27 @@ pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// A number as a person writes it: integers as integers, fractions with four significant
+/// digits (`2`, `0.85`, `0.0001221`).
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        return format!("{v:.0}");
+    }
+    let mag = v.abs().log10().floor() as i32;
+    let decimals = (3 - mag).clamp(0, 12) as usize;
+    let s = format!("{v:.decimals$}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+/// The first line of a message, for one-line contexts.
+pub fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +100,9 @@ mod tests {
         assert_eq!(percent(0.5), "50%");
         assert_eq!(percent(0.012), "1.2%");
         assert_eq!(percent(0.0001), "<0.1%");
+        assert_eq!(num(2.0), "2");
+        assert_eq!(num(0.85), "0.85");
+        assert_eq!(num(0.000_122_070_3), "0.0001221");
+        assert_eq!(num(12.5), "12.5");
     }
 }

@@ -243,7 +243,7 @@ fn torch_tpu_graph_break_and_guard_failure_at_their_lines_with_the_compiles_they
     let gbf: Vec<_> = r
         .findings
         .iter()
-        .filter(|f| f.kind == "graph_break")
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::GraphBreak)
         .collect();
     assert_eq!(gbf.len(), 1, "{:?}", r.findings);
     assert_eq!(gbf[0].source.as_ref().unwrap().line, marker("graph_break"));
@@ -255,7 +255,7 @@ fn torch_tpu_graph_break_and_guard_failure_at_their_lines_with_the_compiles_they
     let rec: Vec<_> = r
         .findings
         .iter()
-        .filter(|f| f.kind == "recompile")
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Recompile)
         .collect();
     assert_eq!(rec.len(), 1, "{:?}", r.findings);
     let needle = format!("graph_break_and_guard.py:{}", marker("guard_failure"));
@@ -264,7 +264,7 @@ fn torch_tpu_graph_break_and_guard_failure_at_their_lines_with_the_compiles_they
         "{}",
         rec[0].title
     );
-    assert!(r.findings.iter().all(|f| f.kind != "guard_failure"));
+    assert!(r.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GuardFailure));
 }
 
 #[test]
@@ -383,7 +383,7 @@ fn logs_of_other_processes_and_missing_logs() {
     let d = r.dynamo.unwrap();
     assert!(d.logs[0].note.contains("pid"), "{:?}", d.logs);
     assert!(d.graph_breaks.is_empty());
-    assert!(r.findings.iter().all(|f| f.kind != "graph_break"));
+    assert!(r.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GraphBreak));
 
     // The directory is gone: a note, no error, no findings.
     let inputs = [Input {

@@ -301,7 +301,7 @@ mod tests {
             count: 2,
         });
         r.findings.push(Finding {
-            kind: "error".into(),
+            kind: tpuscope_analyzers::report::FindingKind::Cache,
             title: "x | y <z> *w* `a|b`".into(),
             source: None,
             suggestion: "do [this]".into(),

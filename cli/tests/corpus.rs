@@ -626,7 +626,7 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
     let rec: Vec<_> = r
         .findings
         .iter()
-        .filter(|f| f.kind == "recompile")
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Recompile)
         .collect();
     assert_eq!(
         rec.len(),
@@ -677,7 +677,7 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
             .unwrap_or_else(|| panic!("{label}: {f} recompiled {n}× along with the main graph per the frontend, not so in the report\n{d}"));
         let main = companion.recompiled_with.as_deref().unwrap();
         assert!(
-            r.findings.iter().any(|x| x.kind == "recompile"
+            r.findings.iter().any(|x| x.kind == tpuscope_analyzers::report::FindingKind::Recompile
                 && x.title.starts_with(main)
                 && x.title.contains(&companion.graph)),
             "{label}: the finding for {main} does not name {}\n{d}",
@@ -692,7 +692,7 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
         .flatten()
         .copied()
         .collect();
-    let syncs: Vec<_> = r.findings.iter().filter(|f| f.kind == "sync").collect();
+    let syncs: Vec<_> = r.findings.iter().filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Sync).collect();
     assert_eq!(syncs.len(), sync_lines.len(), "{label}: sync findings\n{d}");
     for line in &sync_lines {
         let s = r

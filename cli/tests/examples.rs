@@ -289,7 +289,7 @@ fn only_finding_family<'a>(r: &'a Report, graph_prefix: &str) -> &'a FamilyRepor
         "graph {} is not {graph_prefix}*",
         fams[0].graph
     );
-    let recompile_findings = r.findings.iter().filter(|f| f.kind == "recompile").count();
+    let recompile_findings = r.findings.iter().filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Recompile).count();
     assert_eq!(recompile_findings, 1, "{}", dump(r));
     fams[0]
 }
@@ -437,7 +437,7 @@ fn jax_float_loss_in_loop_is_one_host_sync_per_step_at_the_float_line() {
     assert_eq!(at_line[0].what, vec!["f32[]".to_string()], "{}", dump(&r));
 
     assert_eq!(r.findings.len(), 1, "only the sync\n{}", dump(&r));
-    assert_eq!(r.findings[0].kind, "sync");
+    assert_eq!(r.findings[0].kind, tpuscope_analyzers::report::FindingKind::Sync);
     assert_at("finding", r.findings[0].source.as_ref(), ex, line, &r);
     assert!(finding_families(&r).is_empty(), "{}", dump(&r));
     assert_eq!(r.compiles.recompiles, 0, "{}", dump(&r));
@@ -532,7 +532,7 @@ fn torch_xla_branch_on_loss_is_a_sync_at_the_if_and_two_graph_variants() {
         .unwrap_or_else(|| panic!("no sync at the `if` line {if_line}\n{}", dump(&r)));
     assert_eq!(sync.count, steps, "{}", dump(&r));
     assert_eq!(sync.what, vec!["pred[]".to_string()], "{}", dump(&r));
-    let sync_findings: Vec<_> = r.findings.iter().filter(|f| f.kind == "sync").collect();
+    let sync_findings: Vec<_> = r.findings.iter().filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Sync).collect();
     assert_eq!(sync_findings.len(), 1, "{}", dump(&r));
     assert_at(
         "sync finding",
@@ -595,7 +595,7 @@ fn torch_xla_persistent_cache_written_but_never_read_back() {
         dump(&both)
     );
     assert!(both.cache.recompiled_same_program >= 1, "{}", dump(&both));
-    let cache_findings: Vec<_> = both.findings.iter().filter(|f| f.kind == "cache").collect();
+    let cache_findings: Vec<_> = both.findings.iter().filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Cache).collect();
     assert_eq!(cache_findings.len(), 1, "{}", dump(&both));
     for s in &both.cache.stored_but_recompiled {
         assert!(
@@ -610,7 +610,7 @@ fn torch_xla_persistent_cache_written_but_never_read_back() {
     // Alone, neither run says anything about the cache: there is no earlier run to miss.
     for run in [&run1, &run2] {
         let r = report(&[&run.trace]);
-        assert!(r.findings.iter().all(|f| f.kind != "cache"), "{}", dump(&r));
+        assert!(r.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::Cache), "{}", dump(&r));
         assert!(r.cache.stored_but_recompiled.is_empty(), "{}", dump(&r));
     }
 }
@@ -819,7 +819,7 @@ fn torch_tpu_graph_break_and_guard_failure_from_dynamo_logs_next_to_their_compil
     let gbf: Vec<_> = r
         .findings
         .iter()
-        .filter(|f| f.kind == "graph_break")
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::GraphBreak)
         .collect();
     assert_eq!(gbf.len(), 1, "{}", dump(&r));
     assert_at(
@@ -832,7 +832,7 @@ fn torch_tpu_graph_break_and_guard_failure_from_dynamo_logs_next_to_their_compil
     let rec: Vec<_> = r
         .findings
         .iter()
-        .filter(|f| f.kind == "recompile")
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Recompile)
         .collect();
     assert_eq!(rec.len(), 1, "{}", dump(&r));
     let guard_at = format!(
@@ -855,7 +855,7 @@ fn torch_tpu_graph_break_and_guard_failure_from_dynamo_logs_next_to_their_compil
     assert!(d.logs[0].note.contains("--torch-trace"), "{:?}", d.logs);
     assert!(d.graph_breaks.is_empty());
     assert!(
-        r.findings.iter().all(|f| f.kind != "graph_break"),
+        r.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GraphBreak),
         "{}",
         dump(&r)
     );

@@ -133,7 +133,7 @@ fn findings(ui: &mut egui::Ui, r: &Report) {
             ui.set_width(ui.available_width());
             ui.horizontal_wrapped(|ui| {
                 ui.label(RichText::new(format!("{}.", i + 1)).strong());
-                ui.label(RichText::new(&f.kind).color(BAD).strong());
+                ui.label(RichText::new(f.kind.as_str()).color(BAD).strong());
                 if let Some(s) = &f.source {
                     ui.label(RichText::new(format!("at {s}")).strong());
                 }

@@ -37,7 +37,7 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             )
         };
         out.push(Finding {
-            kind: "recompile".into(),
+            kind: crate::report::FindingKind::Recompile,
             title: format!(
                 "{} compiled {}× ({}, {:.0} ms): {}{also}",
                 f.graph, f.count, f.cause, f.compile_ms, f.details
@@ -65,7 +65,7 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
                 .map(|l| format!(" (inside {} {})", l, l.function))
                 .unwrap_or_default();
             out.push(Finding {
-                kind: "recompile".into(),
+                kind: crate::report::FindingKind::Recompile,
                 title: format!(
                     "eager ops{at}{inside} kept compiling in the steady state: {} compiles in {} steps ({:.0} ms): {}",
                     o.compiles,
@@ -111,7 +111,7 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             String::new()
         };
         out.push(Finding {
-            kind: "setup_compile".into(),
+            kind: crate::report::FindingKind::SetupCompile,
             title: format!(
                 "compiling outside the training loop takes {:.1} s, {:.0}% of the run (set-up {:.1} s, tail {:.1} s)",
                 outside / 1e3,
@@ -148,7 +148,7 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             .map(|p| format!(", {p:.1} per step"))
             .unwrap_or_default();
         out.push(Finding {
-            kind: "sync".into(),
+            kind: crate::report::FindingKind::Sync,
             title: match &s.library {
                 Some(lib) => format!(
                     "host sync inside {} (`{}` at {lib}) called from {src}: {}× ({:.3} ms stalled{per_step})",
@@ -196,7 +196,7 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             _ => "compare the failed loads' messages (deserialize failures) and keep frontend, plugin and compile options identical between runs".to_string(),
         };
         out.push(Finding {
-            kind: "cache".into(),
+            kind: crate::report::FindingKind::Cache,
             title: format!(
                 "cache written but never read back: {} graph(s) stored in run {stored} were compiled again in run {again} ({listed}); {why}",
                 graphs.len()
@@ -207,7 +207,7 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
     }
     for fl in &c.failures {
         out.push(Finding {
-            kind: "cache".into(),
+            kind: crate::report::FindingKind::Cache,
             title: format!(
                 "{}× persistent cache entry failed to load: {}",
                 fl.count, fl.message
@@ -218,7 +218,7 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
     }
     if let Some(o) = &report.oom {
         out.push(Finding {
-            kind: "oom".into(),
+            kind: crate::report::FindingKind::Oom,
             title: format!("out of device memory at {:.1} ms in {}: {}", o.t_ms, o.api, o.message.lines().next().unwrap_or("")),
             source: None,
             suggestion: match o.largest_executables.first() {
@@ -239,7 +239,7 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             && g * report.steps.count as f64 > 0.05 * limit as f64
         {
             out.push(Finding {
-                kind: "hbm".into(),
+                kind: crate::report::FindingKind::Hbm,
                 title: format!(
                     "device {} memory grows {:.0} KiB per step (peak {:.1}% of the limit)",
                     d.device,

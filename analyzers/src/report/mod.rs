@@ -20,6 +20,7 @@ use crate::syncs::{self, SyncLine, SyncView};
 mod analysis;
 mod ci;
 mod explain;
+mod facts;
 use explain::explain;
 mod findings;
 use findings::findings;
@@ -285,8 +286,7 @@ pub struct ErrorSummary {
 /// Something to fix, in one line, with the fix.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Finding {
-    /// `recompile`, `sync`, `cache`, `hbm`, `oom`, `error`.
-    pub kind: String,
+    pub kind: FindingKind,
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLoc>,
@@ -331,6 +331,71 @@ impl TraceCompleteness {
 }
 
 impl std::fmt::Display for TraceCompleteness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a finding is about; the JSON spells it in snake case (`setup_compile`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// A graph that keeps recompiling in the steady state (or an eager op site that does).
+    Recompile,
+    /// Compiling before the steady state took a large share of the run.
+    SetupCompile,
+    /// A Python line that makes the host wait for the device every step.
+    Sync,
+    /// The persistent compile cache: written and never read, or the same program compiled again.
+    Cache,
+    /// The run ran out of device memory.
+    Oom,
+    /// Device memory close to its limit, or growing step after step.
+    Hbm,
+    /// dynamo split a function into several graphs.
+    GraphBreak,
+    /// dynamo recompiled a frame because a guard failed.
+    GuardFailure,
+    /// The hosts of one job disagree (stragglers, different programs).
+    Host,
+}
+
+impl FindingKind {
+    pub const ALL: [FindingKind; 9] = [
+        Self::Recompile,
+        Self::SetupCompile,
+        Self::Sync,
+        Self::Cache,
+        Self::Oom,
+        Self::Hbm,
+        Self::GraphBreak,
+        Self::GuardFailure,
+        Self::Host,
+    ];
+
+    /// The JSON spelling, also the label every view shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Recompile => "recompile",
+            Self::SetupCompile => "setup_compile",
+            Self::Sync => "sync",
+            Self::Cache => "cache",
+            Self::Oom => "oom",
+            Self::Hbm => "hbm",
+            Self::GraphBreak => "graph_break",
+            Self::GuardFailure => "guard_failure",
+            Self::Host => "host",
+        }
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for BudgetStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }

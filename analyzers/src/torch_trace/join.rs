@@ -481,7 +481,7 @@ fn graph_break_finding(g: &GraphBreakReport) -> Finding {
         )
     };
     Finding {
-        kind: "graph_break".into(),
+        kind: crate::report::FindingKind::GraphBreak,
         title: format!(
             "graph break at {}: {}{times}{compiled}",
             at(g.source.as_ref()),
@@ -504,7 +504,7 @@ fn guard_failure_finding(report: &mut Report, g: &GuardFailureReport) -> Option<
         .iter()
         .enumerate()
         .filter(|(_, f)| {
-            f.kind == "recompile"
+            f.kind == crate::report::FindingKind::Recompile
                 && names
                     .iter()
                     .any(|n| f.title.starts_with(&format!("{n} compiled ")))
@@ -537,7 +537,7 @@ fn guard_failure_finding(report: &mut Report, g: &GuardFailureReport) -> Option<
         format!("recompiled {}", graphs(&g.compiles))
     };
     Some(Finding {
-        kind: "guard_failure".into(),
+        kind: crate::report::FindingKind::GuardFailure,
         title: format!("{what} → {recompiled}"),
         source: g.source.clone(),
         suggestion: guard_fix(guard),

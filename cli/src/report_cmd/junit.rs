@@ -3,12 +3,18 @@
 
 use std::fmt::Write as _;
 
-use tpuscope_analyzers::report::{BudgetResult, Report};
+use tpuscope_analyzers::report::{BudgetResult, FindingKind, Report};
 
 use super::fmt::{self, bytes, loc, num};
 
 /// The finding kinds, in a fixed order so that the test names are stable between runs.
-const FINDING_KINDS: [&str; 6] = ["recompile", "sync", "cache", "hbm", "oom", "error"];
+const FINDING_KINDS: [FindingKind; 5] = [
+    FindingKind::Recompile,
+    FindingKind::Sync,
+    FindingKind::Cache,
+    FindingKind::Hbm,
+    FindingKind::Oom,
+];
 
 enum Outcome {
     Pass,
@@ -213,11 +219,11 @@ fn cases(r: &Report) -> Vec<Case> {
         // Nothing was asked to gate: report the findings without failing (the exit status is 0).
         // The usual kinds always get a case (stable names); rarer ones (per-host, dynamo) only
         // when present.
-        let mut kinds: Vec<&str> = FINDING_KINDS.to_vec();
-        let mut extra: Vec<&str> = r
+        let mut kinds: Vec<FindingKind> = FINDING_KINDS.to_vec();
+        let mut extra: Vec<FindingKind> = r
             .findings
             .iter()
-            .map(|f| f.kind.as_str())
+            .map(|f| f.kind)
             .filter(|k| !FINDING_KINDS.contains(k))
             .collect();
         extra.sort_unstable();
@@ -343,9 +349,10 @@ mod tests {
             path: path.display().to_string(),
             trace: &trace,
         }]);
-        for kind in ["host", "graph_break", "host"] {
+        use tpuscope_analyzers::report::FindingKind;
+        for kind in [FindingKind::Host, FindingKind::GraphBreak, FindingKind::Host] {
             r.findings.push(tpuscope_analyzers::report::Finding {
-                kind: kind.into(),
+                kind,
                 title: format!("a {kind} finding"),
                 source: None,
                 suggestion: "fix it".into(),
@@ -360,7 +367,6 @@ mod tests {
                 "cache",
                 "hbm",
                 "oom",
-                "error",
                 "graph_break",
                 "host"
             ]

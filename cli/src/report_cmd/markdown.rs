@@ -204,7 +204,7 @@ fn findings(o: &mut String, r: &Report) {
             o,
             "{}. **{}**{at}: {}  \n   fix: {}",
             i + 1,
-            md(&f.kind, Ctx::Prose),
+            md(f.kind.as_str(), Ctx::Prose),
             md(&f.title, Ctx::Prose),
             md(&f.suggestion, Ctx::Prose)
         );

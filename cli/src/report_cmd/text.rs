@@ -313,7 +313,7 @@ fn findings(o: &mut Out<'_>, r: &Report) {
             .as_ref()
             .map(|s| format!(" at {}", o.st.bold(&loc(s))))
             .unwrap_or_default();
-        let kind = o.st.red(&f.kind);
+        let kind = o.st.red(f.kind.as_str());
         o.line(&format!("  {:>2}. {kind}{at}", i + 1));
         o.para(6, "", 0, &f.title);
         let label = o.st.green("fix:");

@@ -1,0 +1,133 @@
+//! Facts about a report that more than one view shows: totals, labels, verdict wording. Each is
+//! said here once; the views only lay them out and style them.
+
+use super::*;
+use crate::units::{num, plural};
+
+impl Report {
+    /// Host syncs from user code in the whole report (grouped lines summed).
+    pub fn sync_total(&self) -> u64 {
+        self.syncs.iter().map(|s| s.count).sum()
+    }
+
+    /// Milliseconds the host stalled in those syncs.
+    pub fn sync_stall_ms(&self) -> f64 {
+        self.syncs.iter().map(|s| s.stall_ms).sum()
+    }
+
+    /// Bytes those syncs read.
+    pub fn sync_bytes(&self) -> u64 {
+        self.syncs.iter().map(|s| s.bytes).sum()
+    }
+
+    /// PJRT errors, all APIs and messages.
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().map(|e| e.count).sum()
+    }
+
+    /// Some trace holds only part of its run (cut, or no end record).
+    pub fn is_partial(&self) -> bool {
+        self.traces
+            .iter()
+            .any(|t| t.completeness != TraceCompleteness::Complete)
+    }
+
+    /// The verdict when there is no finding: a partial trace is not a clean run.
+    pub fn no_findings_text(&self) -> &'static str {
+        if self.is_partial() {
+            "No findings in what the trace holds (it is partial: see the warnings)."
+        } else {
+            "No findings."
+        }
+    }
+
+    /// One line saying why a CI step fails: the exceeded budgets and the baseline's
+    /// regressions; `passed` when nothing failed.
+    pub fn failure_summary(&self) -> String {
+        let mut parts = Vec::new();
+        let exceeded: Vec<String> = self
+            .budgets
+            .iter()
+            .filter(|b| !b.ok)
+            .map(BudgetResult::line)
+            .collect();
+        if !exceeded.is_empty() {
+            parts.push(format!(
+                "{} exceeded: {}",
+                if exceeded.len() == 1 {
+                    "budget"
+                } else {
+                    "budgets"
+                },
+                exceeded.join(", ")
+            ));
+        }
+        if let Some(b) = self.baseline.as_ref().filter(|b| !b.ok) {
+            parts.push(format!(
+                "{} against the baseline",
+                plural(b.regressions.len() as u64, "regression", "regressions")
+            ));
+        }
+        if parts.is_empty() {
+            "passed".to_string()
+        } else {
+            format!("FAILED: {}", parts.join("; "))
+        }
+    }
+}
+
+impl SyncLine {
+    /// Where a person acts on this sync: `file.py:33 (fn) → lib.py:10 (read)` when a library
+    /// the user's line calls does the read, `(no user frame) lib.py:10 (fn)` when no user code
+    /// is on the stack, `(no stack)` when there is no stack at all.
+    pub fn label(&self) -> String {
+        match (&self.source, &self.innermost) {
+            (Some(src), _) => match &self.library {
+                Some(lib) => format!("{} → {}", src.with_function(), lib.with_function()),
+                None => src.with_function(),
+            },
+            (None, Some(inner)) => format!("(no user frame) {}", inner.with_function()),
+            (None, None) => "(no stack)".to_string(),
+        }
+    }
+
+    /// The line to open in an editor: the user's line, else the innermost frame.
+    pub fn place(&self) -> Option<&SourceLoc> {
+        self.source.as_ref().or(self.innermost.as_ref())
+    }
+}
+
+impl TraceCompleteness {
+    /// What a reader must know about a trace's completeness (`complete`, or why it is partial).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Cut => "CUT: truncated file, partial report",
+            Self::NoEndRecord => {
+                "no end record: the process died or is still running, partial report"
+            }
+        }
+    }
+}
+
+impl BudgetResult {
+    /// `recompiles 3 > 2`, `compiles 4 ≤ 10`, `hbm-peak-fraction unknown (limit 0.9)`.
+    pub fn line(&self) -> String {
+        match self.actual {
+            Some(a) if !self.ok => format!("{} {} > {}", self.name, num(a), num(self.limit)),
+            Some(a) => format!("{} {} ≤ {}", self.name, num(a), num(self.limit)),
+            None => format!("{} unknown (limit {})", self.name, num(self.limit)),
+        }
+    }
+}
+
+impl BudgetStatus {
+    /// The status as the report says it (`unknown` passes: the trace cannot tell).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Exceeded => "EXCEEDED",
+            Self::Unknown => "unknown (the trace cannot tell: passes)",
+        }
+    }
+}
