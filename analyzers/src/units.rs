@@ -82,6 +82,56 @@ pub fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
+/// What [`wrap`] does with a word longer than the width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LongWord {
+    /// The word stays whole on a line of its own (a path or URL stays copyable; the report).
+    Keep,
+    /// The word is cut into width-sized pieces (a fixed-size screen: the TUI).
+    Cut,
+}
+
+/// Greedy word wrap by characters at `width`; runs of whitespace become one space. Always at
+/// least one line (empty for empty text). With [`LongWord::Cut`] a width of 0 counts as 1.
+pub fn wrap(text: &str, width: usize, long: LongWord) -> Vec<String> {
+    let width = match long {
+        LongWord::Keep => width,
+        LongWord::Cut => width.max(1),
+    };
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    let mut cur_len = 0;
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        if long == LongWord::Cut {
+            while word.len() > width {
+                if cur_len > 0 {
+                    lines.push(std::mem::take(&mut cur));
+                    cur_len = 0;
+                }
+                let rest = word.split_off(width);
+                lines.push(word.into_iter().collect());
+                word = rest;
+            }
+        }
+        let len = word.len();
+        if cur_len > 0 && cur_len + 1 + len > width {
+            lines.push(std::mem::take(&mut cur));
+            cur_len = 0;
+        }
+        if cur_len > 0 {
+            cur.push(' ');
+            cur_len += 1;
+        }
+        cur.extend(word);
+        cur_len += len;
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +154,25 @@ mod tests {
         assert_eq!(num(0.85), "0.85");
         assert_eq!(num(0.000_122_070_3), "0.0001221");
         assert_eq!(num(12.5), "12.5");
+    }
+
+    #[test]
+    fn wrap_keeps_or_cuts_long_words() {
+        use LongWord::{Cut, Keep};
+        assert_eq!(
+            wrap("aa bb cc dd ee", 5, Keep),
+            vec!["aa bb", "cc dd", "ee"]
+        );
+        assert_eq!(wrap("", 10, Keep), vec![String::new()]);
+        assert_eq!(
+            wrap("x averyveryverylongword y", 6, Keep),
+            vec!["x", "averyveryverylongword", "y"]
+        );
+        assert_eq!(wrap("aa bb cc", 5, Cut), vec!["aa bb", "cc"]);
+        assert_eq!(wrap("abcdefgh", 3, Cut), vec!["abc", "def", "gh"]);
+        assert_eq!(wrap("", 3, Cut), vec![""]);
+        assert_eq!(wrap("x abcdefgh", 3, Cut), vec!["x", "abc", "def", "gh"]);
+        assert_eq!(wrap("ab", 0, Cut), vec!["a", "b"]);
+        assert_eq!(wrap("ab cd", 0, Keep), vec!["ab", "cd"]);
     }
 }
