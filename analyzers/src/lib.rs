@@ -4,6 +4,9 @@
 //!
 //! Nothing here does I/O: the CLI reads the traces and renders the [`report::Report`]; the TUI
 //! and GUI call the same functions.
+// No file system, environment, clock, socket or process (the list is in analyzers/clippy.toml):
+// the same traces give the same report on any machine. Tests and benches are separate crates.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod cache;
 pub mod diff;

@@ -2,11 +2,17 @@
 //!
 //! The collector writes traces with [`writer::TraceWriter`]; everything else reads them with
 //! [`reader::read_trace`].
+//!
+//! Core reads no clock and does no I/O of its own except at its edge: [`host`] (the live-socket
+//! directory, the uid, the environment) and [`stream::TraceStream::open`]. The bans are listed in
+//! `core/clippy.toml`; tests, benches and examples are separate crates and may use files.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod align;
 pub mod event;
 pub mod format;
 pub mod hlo;
+pub mod host;
 pub mod json;
 pub mod live;
 pub mod reader;

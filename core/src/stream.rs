@@ -11,7 +11,6 @@
 //! The frames found are exactly those [`FrameIter`](crate::reader::FrameIter) finds in the same
 //! bytes held whole (`core/tests/stream.rs` checks this on mutated traces).
 
-use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
@@ -274,7 +273,13 @@ pub struct TraceStream<R> {
     len_hint: Option<u64>,
 }
 
-impl TraceStream<File> {
+// Opening a trace is one of core's two I/O edges (the other is `crate::host`): everything after it
+// reads from any `Read`.
+#[expect(
+    clippy::disallowed_types,
+    reason = "opening the file is the one I/O of reading a trace"
+)]
+impl TraceStream<std::fs::File> {
     /// Opens a trace file (or FIFO, or device) and checks its header; nothing more is read.
     pub fn open(path: &Path) -> Result<Self, ReadError> {
         let label = path.display().to_string();
@@ -282,7 +287,7 @@ impl TraceStream<File> {
             path: label.clone(),
             err,
         };
-        let mut f = File::open(path).map_err(io_err)?;
+        let mut f = std::fs::File::open(path).map_err(io_err)?;
         let meta = f.metadata().map_err(io_err)?;
         if meta.is_dir() {
             return Err(io_err(io::Error::from(io::ErrorKind::IsADirectory)));

@@ -527,8 +527,9 @@ unsafe extern "C" fn client_load(args: *mut ClientLoadArgs) -> *mut PjrtError {
         let stack = request_stack();
         let error = record_error(API_CLIENT_LOAD, err, stack.as_deref());
         let executable_name = match real_driver() {
-            // SAFETY: the source executable is the caller's and live during the call.
             Some(d) if !a.executable.is_null() => {
+                // SAFETY: the source executable is the caller's, not null (checked above) and
+                // live until this hook returns.
                 unsafe { d.executable_name(a.executable) }.unwrap_or_default()
             }
             _ => String::new(),
@@ -895,10 +896,11 @@ unsafe fn arg_signature(args: *mut LoadedExecutableExecuteArgs) -> Option<Arc<st
     let list = unsafe { slice_of(*a.argument_lists, a.num_args) };
     let mut ids: Vec<u32> = Vec::with_capacity(list.len());
     for &b in list {
-        // SAFETY: the caller passes live buffers; a missing one reads as id 0 (`?`).
+        // A missing buffer, or one whose shape cannot be read, counts as id 0.
         ids.push(if b.is_null() {
             0
         } else {
+            // SAFETY: `b` is not null and the caller's argument buffers are live during the call.
             unsafe { shape_id(&d, b) }.unwrap_or(0)
         });
     }

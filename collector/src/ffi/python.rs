@@ -504,7 +504,7 @@ unsafe fn api_walk(
     mut cache: Option<&mut CodeCache>,
 ) -> Result<Vec<RawFrame>, &'static str> {
     let mut out = Vec::with_capacity(max.min(MAX_FRAMES));
-    // SAFETY (whole body): GIL held; the C API is used per its reference rules: PyEval_GetFrame
+    // SAFETY: (whole body) GIL held; the C API is used per its reference rules: PyEval_GetFrame
     // is borrowed, PyFrame_GetCode / PyFrame_GetBack / PyObject_GetAttrString return new refs.
     unsafe {
         let mut frame = (api.eval_get_frame)();
@@ -672,7 +672,7 @@ unsafe fn direct_walk(
         return Vec::new();
     };
     let mut out = Vec::with_capacity(max.min(MAX_FRAMES));
-    // SAFETY (whole body): every pointer read comes from the thread state and its live frames,
+    // SAFETY: (whole body) every pointer read comes from the thread state and its live frames,
     // at offsets of the verified layout; objects are type-checked before their fields are read.
     unsafe {
         let ts = tstate as usize;

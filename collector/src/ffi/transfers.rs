@@ -451,10 +451,11 @@ unsafe extern "C" fn create_buffers_for_async_h2d(
             // SAFETY: as above.
             let specs = unsafe { slice_of(a.shape_specs.cast_const(), a.num_shape_specs) }
                 .iter()
-                // SAFETY: each spec's dims are valid for `num_dims`.
                 .map(|s| {
                     (
                         s.element_type,
+                        // SAFETY: each spec's `dims` holds `num_dims` values, the caller's for
+                        // the duration of the call.
                         unsafe { slice_of(s.dims, s.num_dims) }.to_vec(),
                     )
                 })
@@ -1040,8 +1041,8 @@ unsafe extern "C" fn buffer_ready_event(args: *mut BufferReadyEventArgs) -> *mut
     let t0 = now_ns();
     // SAFETY: forwarding the caller's args unchanged.
     let err = pass_error("PJRT_Buffer_ReadyEvent", unsafe { f(args) });
-    // SAFETY: on success the plugin filled `event`.
     let ev = if err.is_null() {
+        // SAFETY: `args` is the caller's, valid for the call; on success the plugin filled `event`.
         (unsafe { (*args).event }) as usize
     } else {
         0
