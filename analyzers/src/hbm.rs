@@ -18,12 +18,18 @@ pub struct DeviceMemory {
     pub origin: String,
     pub samples: u64,
     pub peak_bytes: i64,
+    /// At the last sample, the allocator's peak so far when it reports one (else the bytes in
+    /// use): what this field has always held. What is in use then is [`Self::in_use_bytes`].
     pub last_bytes: i64,
+    /// Bytes in use at the last sample (absent in reports written before this field: 0).
+    #[serde(default)]
+    pub in_use_bytes: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_bytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_fraction: Option<f64>,
-    /// Bytes in use at the end of each step, least-squares slope per step.
+    /// Least-squares slope per step of the last sample's value at the end of each step (the
+    /// allocator's peak so far when it reports one, like `last_bytes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub growth_bytes_per_step: Option<f64>,
 }
@@ -40,67 +46,125 @@ pub struct ExecutableMemory {
     pub peak_bytes: i64,
 }
 
-/// The device memory of a run, per device (the allocator's numbers when there are any).
-pub fn devices(trace: &Trace, run: usize, steps: &Steps) -> Vec<DeviceMemory> {
-    // (device, origin) → (t, bytes in use, limit).
-    type Series = BTreeMap<(i32, i32), Vec<(u64, i64, Option<i64>)>>;
-    let mut series: Series = BTreeMap::new();
-    for r in &trace.events {
-        if let Record::Memory(m) = r {
-            series.entry((m.device, m.origin)).or_default().push((
-                m.t_ns,
-                m.peak_bytes_in_use
-                    .unwrap_or(m.bytes_in_use)
-                    .max(m.bytes_in_use),
-                m.bytes_limit,
-            ));
+/// One memory sample of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemorySample {
+    pub t_ns: u64,
+    /// Bytes in use at that time.
+    pub in_use: i64,
+    /// The allocator's peak so far when it reports one (never below `in_use`), else `in_use`.
+    pub peak: i64,
+}
+
+/// The memory samples of one device over a run, from one origin: the plugin's allocator when it
+/// reported for this device, else tpuscope's count of live buffers. [`devices`] summarizes
+/// these same series, so a view that plots them agrees with the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemorySeries {
+    pub run: usize,
+    pub device: i32,
+    /// True: the plugin's allocator (`device_memory_stats`); false: live buffers.
+    pub reported: bool,
+    /// In trace order (time order).
+    pub samples: Vec<MemorySample>,
+    /// The largest positive limit reported.
+    pub limit: Option<i64>,
+    /// The live buffers counted at the last sample that counted them.
+    pub live_buffers: Option<i64>,
+}
+
+impl MemorySeries {
+    /// `device_memory_stats` or `live_buffers`: [`DeviceMemory::origin`]'s words.
+    pub fn origin(&self) -> &'static str {
+        if self.reported {
+            "device_memory_stats"
+        } else {
+            "live_buffers"
         }
     }
-    let stats = MemoryOrigin::PluginStats as i32;
-    let devices: Vec<i32> = {
-        let mut d: Vec<i32> = series.keys().map(|k| k.0).collect();
-        d.dedup();
-        d
-    };
-    let mut out = Vec::new();
-    for device in devices {
-        // Prefer the allocator's view over tpuscope's live-buffer count.
-        let origin = if series.contains_key(&(device, stats)) {
-            stats
-        } else {
-            series.keys().find(|k| k.0 == device).map_or(stats, |k| k.1)
-        };
-        let Some(samples) = series.get(&(device, origin)) else {
-            continue;
-        };
-        let peak = samples.iter().map(|s| s.1).max().unwrap_or(0);
-        let limit = samples.iter().filter_map(|s| s.2).filter(|&l| l > 0).max();
-        let last = samples.last().map_or(0, |s| s.1);
-        let at_step_end: Vec<f64> = steps
-            .steps
-            .iter()
-            .filter_map(|st| {
-                let i = samples.partition_point(|s| s.0 <= st.end_ns);
-                i.checked_sub(1).map(|i| samples[i].1 as f64)
-            })
-            .collect();
-        out.push(DeviceMemory {
-            run,
-            device,
-            origin: if origin == stats {
-                "device_memory_stats".to_string()
-            } else {
-                "live_buffers".to_string()
-            },
-            samples: samples.len() as u64,
-            peak_bytes: peak,
-            last_bytes: last,
-            limit_bytes: limit,
-            peak_fraction: limit.map(|l| peak as f64 / l as f64),
-            growth_bytes_per_step: slope(&at_step_end),
-        });
+
+    /// The highest bytes in use, the allocator's peaks included.
+    pub fn peak(&self) -> i64 {
+        self.samples.iter().map(|s| s.peak).max().unwrap_or(0)
     }
-    out
+}
+
+/// The memory series of a run, one per device, by device: the allocator's numbers when the
+/// plugin reported any for that device (the one rule every view follows).
+pub fn series(trace: &Trace, run: usize) -> Vec<MemorySeries> {
+    let stats = MemoryOrigin::PluginStats as i32;
+    let mut by_origin: BTreeMap<(i32, i32), MemorySeries> = BTreeMap::new();
+    for r in &trace.events {
+        let Record::Memory(m) = r else { continue };
+        let s = by_origin
+            .entry((m.device, m.origin))
+            .or_insert_with(|| MemorySeries {
+                run,
+                device: m.device,
+                reported: m.origin == stats,
+                samples: Vec::new(),
+                limit: None,
+                live_buffers: None,
+            });
+        s.samples.push(MemorySample {
+            t_ns: m.t_ns,
+            in_use: m.bytes_in_use,
+            peak: m
+                .peak_bytes_in_use
+                .unwrap_or(m.bytes_in_use)
+                .max(m.bytes_in_use),
+        });
+        if let Some(l) = m.bytes_limit.filter(|&l| l > 0) {
+            s.limit = Some(s.limit.map_or(l, |x| x.max(l)));
+        }
+        if m.live_buffers.is_some() {
+            s.live_buffers = m.live_buffers;
+        }
+    }
+    // Per device, the allocator's series, else the first other origin (by origin number).
+    let mut out: BTreeMap<i32, MemorySeries> = BTreeMap::new();
+    for ((device, _), s) in by_origin {
+        match out.get(&device) {
+            Some(kept) if kept.reported || !s.reported => {}
+            _ => {
+                out.insert(device, s);
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+/// The device memory of a run, per device (the allocator's numbers when there are any).
+pub fn devices(trace: &Trace, run: usize, steps: &Steps) -> Vec<DeviceMemory> {
+    series(trace, run)
+        .into_iter()
+        .map(|s| summarize(&s, steps))
+        .collect()
+}
+
+fn summarize(s: &MemorySeries, steps: &Steps) -> DeviceMemory {
+    let samples = &s.samples;
+    let peak = s.peak();
+    let at_step_end: Vec<f64> = steps
+        .steps
+        .iter()
+        .filter_map(|st| {
+            let i = samples.partition_point(|x| x.t_ns <= st.end_ns);
+            i.checked_sub(1).map(|i| samples[i].peak as f64)
+        })
+        .collect();
+    DeviceMemory {
+        run: s.run,
+        device: s.device,
+        origin: s.origin().to_string(),
+        samples: samples.len() as u64,
+        peak_bytes: peak,
+        last_bytes: samples.last().map_or(0, |x| x.peak),
+        in_use_bytes: samples.last().map_or(0, |x| x.in_use),
+        limit_bytes: s.limit,
+        peak_fraction: s.limit.map(|l| peak as f64 / l as f64),
+        growth_bytes_per_step: slope(&at_step_end),
+    }
 }
 
 /// Least-squares slope of equally spaced values (None for fewer than three).
@@ -221,4 +285,57 @@ pub fn oom(trace: &Trace, run: usize) -> Option<OomReport> {
         largest_executables: executables(trace, run).into_iter().take(5).collect(),
         memory_at_error,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use tpuscope_core::event::{Manifest, Memory};
+    use tpuscope_core::{TraceWriter, read_trace};
+
+    use super::*;
+
+    fn sample(device: i32, origin: MemoryOrigin, t: u64, in_use: i64, peak: Option<i64>) -> Record {
+        Record::Memory(Box::new(Memory {
+            t_ns: t,
+            device,
+            origin: origin as i32,
+            bytes_in_use: in_use,
+            peak_bytes_in_use: peak,
+            bytes_limit: Some(1000),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn series_prefer_the_allocator_and_the_summary_keeps_in_use_apart_from_the_peak() {
+        let mut w = TraceWriter::new(Vec::new(), &Manifest::default()).unwrap();
+        for r in [
+            sample(0, MemoryOrigin::LiveBuffers, 1, 50, None),
+            sample(0, MemoryOrigin::PluginStats, 2, 100, Some(400)),
+            sample(1, MemoryOrigin::LiveBuffers, 3, 70, None),
+            sample(0, MemoryOrigin::LiveBuffers, 4, 60, None),
+            sample(0, MemoryOrigin::PluginStats, 5, 120, Some(400)),
+        ] {
+            w.write(&r).unwrap();
+        }
+        let trace = read_trace(&w.into_inner()).unwrap();
+        let s = series(&trace, 0);
+        assert_eq!(s.len(), 2);
+        assert!(s[0].reported && !s[1].reported);
+        let in_use: Vec<i64> = s[0].samples.iter().map(|x| x.in_use).collect();
+        assert_eq!(in_use, [100, 120]);
+        assert_eq!(s[0].peak(), 400);
+        let d = devices(&trace, 0, &crate::steps::steps(&trace, &[]));
+        assert_eq!(d[0].origin, "device_memory_stats");
+        assert_eq!(
+            (d[0].peak_bytes, d[0].last_bytes, d[0].in_use_bytes),
+            (400, 400, 120)
+        );
+        assert_eq!(d[0].peak_fraction, Some(0.4));
+        assert_eq!(
+            (d[1].origin.as_str(), d[1].in_use_bytes),
+            ("live_buffers", 70)
+        );
+    }
 }

@@ -13,6 +13,8 @@ use crate::source::{SourceLoc, library_frame, user_frame};
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyncView {
     pub run: usize,
+    /// Its record: the index in the run's `trace.events`.
+    pub event: usize,
     pub t_ns: u64,
     pub stall_ns: u64,
     pub bytes: u64,
@@ -47,7 +49,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
             })
             .clone()
     };
-    for r in &trace.events {
+    for (event, r) in trace.events.iter().enumerate() {
         match r {
             Record::Transfer(t) if t.direction == Direction::D2h as i32 && t.sync => {
                 let mut what = format!("{}[", t.dtype);
@@ -59,6 +61,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
                 let (source, innermost, library) = frames_of(t.stack);
                 out.push(SyncView {
                     run,
+                    event,
                     t_ns: t.t_ns,
                     stall_ns: t.blocked_ns,
                     bytes: t.bytes,
@@ -77,6 +80,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
                 let (source, innermost, library) = frames_of(s.stack);
                 out.push(SyncView {
                     run,
+                    event,
                     t_ns: s.t_ns,
                     stall_ns: s.dur_ns,
                     bytes: 0,
@@ -126,6 +130,11 @@ pub struct SyncLine {
     /// What was read (shapes) or waited on, up to five.
     pub what: Vec<String>,
     pub suggestion: String,
+    /// Its syncs, in the order the report's runs and their records come: (run, index in that
+    /// run's `trace.events`). For views that list or mark them; not in the JSON (a report read
+    /// back has none).
+    #[serde(skip)]
+    pub events: Vec<(usize, usize)>,
 }
 
 /// Groups syncs by user line, most stall first. `step_of` maps a time to the index of the
@@ -138,8 +147,15 @@ pub fn group(
 ) -> Vec<SyncLine> {
     /// (user line, innermost frame without one, library frame that read).
     type Key = (Option<SourceLoc>, Option<SourceLoc>, Option<SourceLoc>);
-    /// count, bytes, stall, (run, step) pairs it synced in, what it read.
-    type Acc = (u64, u64, u64, BTreeSet<(usize, usize)>, BTreeSet<String>);
+    /// count, bytes, stall, (run, step) pairs it synced in, what it read, its (run, event)s.
+    type Acc = (
+        u64,
+        u64,
+        u64,
+        BTreeSet<(usize, usize)>,
+        BTreeSet<String>,
+        Vec<(usize, usize)>,
+    );
     let mut groups: BTreeMap<Key, Acc> = BTreeMap::new();
     for s in syncs {
         let key = match &s.source {
@@ -156,6 +172,7 @@ pub fn group(
         if g.4.len() < 5 {
             g.4.insert(s.what.clone());
         }
+        g.5.push((s.run, s.event));
     }
     let function_of = |src: &SourceLoc| {
         syncs
@@ -167,7 +184,7 @@ pub fn group(
     };
     let mut lines: Vec<SyncLine> = groups
         .into_iter()
-        .map(|((source, innermost, library), (count, bytes, stall, in_steps, what))| {
+        .map(|((source, innermost, library), (count, bytes, stall, in_steps, what, events))| {
             let source = source.map(|s| SourceLoc {
                 function: function_of(&s),
                 ..s
@@ -191,6 +208,7 @@ pub fn group(
                 steps_with_sync: u32::try_from(in_steps.len()).unwrap_or(u32::MAX),
                 what: what.into_iter().collect(),
                 suggestion,
+                events,
             }
         })
         .collect();
@@ -272,5 +290,37 @@ fn strip_function(s: &SourceLoc) -> SourceLoc {
         file: s.file.clone(),
         line: s.line,
         function: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(run: usize, event: usize, line: u32) -> SyncView {
+        SyncView {
+            run,
+            event,
+            t_ns: 0,
+            stall_ns: 1,
+            bytes: 4,
+            what: "f32[]".into(),
+            api: "PJRT_Buffer_ToHostBuffer".into(),
+            source: Some(SourceLoc {
+                file: "train.py".into(),
+                line,
+                function: "main".into(),
+            }),
+            innermost: None,
+            library: None,
+        }
+    }
+
+    #[test]
+    fn a_line_keeps_the_records_of_its_syncs() {
+        let syncs = [view(0, 3, 10), view(0, 7, 20), view(1, 2, 10)];
+        let lines = group(&syncs, 0, false, |_, _| None);
+        assert_eq!(lines[0].events, [(0, 3), (1, 2)]);
+        assert_eq!(lines[1].events, [(0, 7)]);
     }
 }
