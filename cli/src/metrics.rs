@@ -418,3 +418,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod snapshot_tests;

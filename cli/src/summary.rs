@@ -180,3 +180,6 @@ mod tests {
         assert!(!text.contains("[graph_break]"), "{text}");
     }
 }
+
+#[cfg(test)]
+mod snapshot_tests;
