@@ -18,7 +18,7 @@ use anyhow::{Context, Result, anyhow};
 use serde_json::{Value, json};
 use tpuscope_analyzers::flame::{self, FlameKind};
 use tpuscope_analyzers::steps::executable_names;
-use tpuscope_core::event::{Direction, ErrorInfo, Record, StackId};
+use tpuscope_core::event::{Direction, ErrorInfo, Execute, ExecuteComplete, Record, StackId};
 use tpuscope_core::{ReadError, Streamed, Trace, TraceStream};
 
 use crate::output::Output;
@@ -506,8 +506,80 @@ impl Chrome {
             }
             _ => {}
         }
+        match r {
+            Record::Execute(e) => self.execute(trace, e, emit),
+            Record::ExecuteComplete(c) => self.execute_complete(c, emit),
+            _ => match self.span(trace, r).or_else(|| self.instant(trace, r)) {
+                Some(ev) => emit(ev.into()),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// A launch, and the completions of it that came before it.
+    fn execute(
+        &mut self,
+        trace: &Trace,
+        e: &Execute,
+        emit: &mut impl FnMut(Ev) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         let pid = self.pid;
-        let ev = match r {
+        self.threads.insert(e.thread);
+        self.launched(e.seq, e.t_ns, e.executable_id);
+        let args = ExecuteArgs {
+            seq: e.seq,
+            num_devices: e.num_devices,
+            num_args: e.num_args,
+            arg_signature: trace.string(e.arg_signature).to_string(),
+            completion_tracked: e.completion_tracked,
+            // As `add_common` says it (launches carry no stack).
+            error: e
+                .error
+                .as_ref()
+                .map(|e| format!("code {}: {}", e.code, e.message)),
+        };
+        emit(Ev::Execute(Complete {
+            name: self.exe_name(e.executable_id),
+            cat: "execute",
+            ph: "X",
+            pid,
+            tid: e.thread.into(),
+            ts: self.us(e.t_ns),
+            dur: dur(e.dur_ns),
+            args,
+        }))?;
+        // Completions that came before this launch.
+        for (order, end, device, err) in self.early.remove(&e.seq).unwrap_or_default() {
+            let c = (end, order, e.t_ns, e.executable_id, e.seq, err);
+            self.completed(device, c, emit)?;
+        }
+        Ok(())
+    }
+
+    /// A device's completion: drawn now when its launch is known, else kept for the launch.
+    fn execute_complete(
+        &mut self,
+        c: &ExecuteComplete,
+        emit: &mut impl FnMut(Ev) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        self.devices.insert(c.device_index);
+        let err = c.error.as_ref().map(|e| e.message.clone());
+        match self.executes.get(&c.seq) {
+            Some(&(start, id)) => {
+                let done = (c.t_ns, self.seen, start, id, c.seq, err);
+                self.completed(c.device_index, done, emit)?;
+            }
+            None => {
+                let early = (self.seen, c.t_ns, c.device_index, err);
+                self.early.entry(c.seq).or_default().push(early);
+            }
+        }
+        Ok(())
+    }
+
+    /// The complete ("X") event of a record that spans time on a thread, if `r` is one.
+    fn span(&mut self, trace: &Trace, r: &Record) -> Option<Value> {
+        Some(match r {
             Record::Client(c) => {
                 self.threads.insert(c.thread);
                 let args = json!({"platform": c.platform_name, "version": c.platform_version,
@@ -544,53 +616,6 @@ impl Chrome {
                 add_common(&mut args, trace, l.stack, l.error.as_ref());
                 let name = format!("load {}", self.exe_name(l.executable_id));
                 self.x("load", name, l.thread.into(), l.t_ns, l.dur_ns, args)
-            }
-            Record::Execute(e) => {
-                self.threads.insert(e.thread);
-                self.launched(e.seq, e.t_ns, e.executable_id);
-                let args = ExecuteArgs {
-                    seq: e.seq,
-                    num_devices: e.num_devices,
-                    num_args: e.num_args,
-                    arg_signature: trace.string(e.arg_signature).to_string(),
-                    completion_tracked: e.completion_tracked,
-                    // As `add_common` says it (launches carry no stack).
-                    error: e
-                        .error
-                        .as_ref()
-                        .map(|e| format!("code {}: {}", e.code, e.message)),
-                };
-                emit(Ev::Execute(Complete {
-                    name: self.exe_name(e.executable_id),
-                    cat: "execute",
-                    ph: "X",
-                    pid,
-                    tid: e.thread.into(),
-                    ts: self.us(e.t_ns),
-                    dur: dur(e.dur_ns),
-                    args,
-                }))?;
-                // Completions that came before this launch.
-                for (order, end, device, err) in self.early.remove(&e.seq).unwrap_or_default() {
-                    let c = (end, order, e.t_ns, e.executable_id, e.seq, err);
-                    self.completed(device, c, emit)?;
-                }
-                return Ok(());
-            }
-            Record::ExecuteComplete(c) => {
-                self.devices.insert(c.device_index);
-                let err = c.error.as_ref().map(|e| e.message.clone());
-                match self.executes.get(&c.seq) {
-                    Some(&(start, id)) => {
-                        let done = (c.t_ns, self.seen, start, id, c.seq, err);
-                        self.completed(c.device_index, done, emit)?;
-                    }
-                    None => {
-                        let early = (self.seen, c.t_ns, c.device_index, err);
-                        self.early.entry(c.seq).or_default().push(early);
-                    }
-                }
-                return Ok(());
             }
             Record::ExecuteSummary(s) => {
                 self.summaries = true;
@@ -643,6 +668,14 @@ impl Chrome {
                 };
                 self.x("cache", name, c.thread.into(), c.t_ns, c.dur_ns, args)
             }
+            _ => return None,
+        })
+    }
+
+    /// The counter or instant event of a record that marks a moment, if `r` is one.
+    fn instant(&mut self, trace: &Trace, r: &Record) -> Option<Value> {
+        let pid = self.pid;
+        Some(match r {
             Record::Memory(m) => json!({
                 "name": format!("HBM device {}", m.device), "cat": "memory", "ph": "C",
                 "pid": pid, "ts": self.us(m.t_ns), "args": {"bytes_in_use": m.bytes_in_use},
@@ -667,9 +700,8 @@ impl Chrome {
                 "name": format!("{} events dropped", d.count), "cat": "dropped", "ph": "i",
                 "s": "p", "pid": pid, "tid": 0, "ts": self.us(d.t_ns), "args": {"total": d.total},
             }),
-            _ => return Ok(()),
-        };
-        emit(ev.into())
+            _ => return None,
+        })
     }
 
     fn launched(&mut self, seq: u64, t_ns: u64, id: u64) {

@@ -480,7 +480,13 @@ pub fn collector_check(
         )
         .fix("rebuild tpuscope and the collector together (`cargo build -p tpuscope -p tpuscope-collector`)");
     }
-    let traces: Vec<PathBuf> = std::fs::read_dir(&tmp.0)
+    test_trace_check(&shown, tmp.0.as_path(), plugin, &real)
+}
+
+/// The `collector` check's verdict on the test trace the wrapped plugin wrote into `dir`: its
+/// manifest must name `plugin` and the API version the plugin itself reports.
+fn test_trace_check(shown: &str, dir: &Path, plugin: &Path, real: &Api) -> Check {
+    let traces: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     let manifest = traces
@@ -491,7 +497,7 @@ pub fn collector_check(
         Some(m)
             if m.pjrt_api_major == real.major as u32
                 && m.pjrt_api_minor == real.minor as u32
-                && Path::new(&m.plugin_path) == plugin.as_path() =>
+                && Path::new(&m.plugin_path) == plugin =>
         {
             Check::new(
                 "collector",
