@@ -9,6 +9,9 @@
 //! Conventions: `size_t` → `usize`, `int` → `c_int`, C enums → `i32` (a Rust enum would be UB for
 //! values a newer plugin adds), `bool` → `bool`. `STRUCT_SIZE` of an Args struct is the end of its
 //! last field, as the header computes it (no tail padding).
+//!
+//! By file, all re-exported here: `types` (handles, call signatures, the version header, value
+//! enums), `api` (the table and its slots), `args` (the Args structs and their sizes).
 
 mod api;
 mod args;
