@@ -17,6 +17,7 @@ pub mod hlo_text;
 pub mod hosts;
 pub mod library_reads;
 pub mod phases;
+pub mod present;
 pub mod program;
 pub mod report;
 pub mod source;

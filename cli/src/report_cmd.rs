@@ -3,6 +3,7 @@
 mod fmt;
 mod junit;
 mod markdown;
+mod term;
 mod text;
 
 use std::io::{self, IsTerminal, Write};
@@ -37,9 +38,10 @@ Budgets (--budget KEY=N, repeatable; the report fails when the actual value is a
 JUnit (--format junit): one <testsuite name=\"tpuscope\"> with a <testcase> per budget (classname
 tpuscope.budget, name the budget's key; a <failure> when exceeded, <skipped> when the trace cannot
 tell) and, with --baseline, a testcase \"baseline\" that fails on regressions. Without budgets and
-baseline nothing can fail (as the exit status): it holds one passing testcase per finding kind
-(classname tpuscope.findings: recompile, sync, cache, hbm, oom, error) with that kind's findings
-in <system-out>, so the set of test names is the same in every run.
+baseline nothing can fail (as the exit status): it holds one passing testcase per usual finding
+kind (classname tpuscope.findings: recompile, sync, cache, hbm, oom — always there, so these test
+names are the same in every run) and one per rarer kind found (setup_compile, graph_break,
+guard_failure, host), each with that kind's findings in <system-out>.
 
 Exit status: 0 when every budget holds and nothing regressed against the baseline (findings
 alone never fail), 1 when a budget is exceeded or the baseline regressed, 2 for usage and input

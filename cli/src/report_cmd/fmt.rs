@@ -26,15 +26,6 @@ pub fn loc(s: &SourceLoc) -> String {
     s.to_string()
 }
 
-/// `dir/file.py:33 (function)`.
-pub fn loc_fn(s: &SourceLoc) -> String {
-    if s.function.is_empty() {
-        loc(s)
-    } else {
-        format!("{} ({})", loc(s), s.function)
-    }
-}
-
 /// The plugin's file with its folder: enough to tell libtpu from the CPU plugin.
 pub fn plugin(path: &str) -> &str {
     if path.is_empty() {
