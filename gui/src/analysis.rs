@@ -4,21 +4,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tpuscope_analyzers::report::{Input, Report, analyze};
-use tpuscope_analyzers::source::{SourceLoc, user_frame};
-use tpuscope_analyzers::torch_trace::{self, TorchLogs};
+use tpuscope_analyzers::hbm;
+use tpuscope_analyzers::report::{self, Input, Report};
+use tpuscope_analyzers::torch_trace::TorchLogs;
 use tpuscope_core::Trace;
-use tpuscope_core::event::{Direction, MemoryOrigin, Record};
+use tpuscope_core::event::Record;
 
 use crate::lanes::origin;
-
-/// A sync line's key: (the user's file and line, else the innermost frame's).
-type LineKey = (Option<(String, u32)>, Option<(String, u32)>);
 
 /// Most points drawn per memory series: more than a window has pixels across.
 const MAX_POINTS: usize = 4000;
 
-/// Bytes in use of one device of one source over time.
+/// Bytes in use of one device of one source over time: [`hbm::series`] (the report's own
+/// samples and origin rule) in plot coordinates.
 #[derive(Clone, Debug)]
 pub struct MemSeries {
     pub source: usize,
@@ -73,100 +71,65 @@ impl Analysis {
                 trace,
             })
             .collect();
-        let mut report = analyze(&inputs);
-        torch_trace::attach(&mut report, &inputs, torch_logs);
+        let report = report::build(
+            &inputs,
+            &report::Options {
+                torch_logs: torch_logs.to_vec(),
+                ..report::Options::default()
+            },
+        );
         let run_source: Vec<usize> = report
             .traces
             .iter()
             .map(|ti| labels.iter().position(|l| *l == ti.path).unwrap_or(0))
             .collect();
+        let source_of = |run: usize| run_source.get(run).copied().unwrap_or(0);
 
         let mut members = HashMap::new();
         for (fi, f) in report.recompiles.iter().enumerate() {
-            let source = run_source.get(f.run).copied().unwrap_or(0);
             for (mi, m) in f.members.iter().enumerate() {
-                members.insert((source, m.event), (fi, mi));
+                members.insert((source_of(f.run), m.event), (fi, mi));
             }
         }
+        let sync_events: Vec<Vec<(usize, usize)>> = report
+            .syncs
+            .iter()
+            .map(|l| {
+                l.events
+                    .iter()
+                    .map(|&(run, e)| (source_of(run), e))
+                    .collect()
+            })
+            .collect();
 
-        // Sync lines are keyed like the analyzers group them: the user line, else the innermost.
-        let key_of = |s: &Option<SourceLoc>| s.as_ref().map(|s| (s.file.clone(), s.line));
-        let mut line_of: HashMap<LineKey, usize> = HashMap::new();
-        for (i, l) in report.syncs.iter().enumerate() {
-            let k = match &l.source {
-                Some(_) => (key_of(&l.source), None),
-                None => (None, key_of(&l.innermost)),
-            };
-            line_of.entry(k).or_insert(i);
-        }
-        let mut sync_events = vec![Vec::new(); report.syncs.len()];
         let mut memory = Vec::new();
         let mut compile_ms = vec![Vec::new(); traces.len()];
         let mut step_ms = vec![Vec::new(); traces.len()];
         for &(source, trace) in &present {
             let t0 = origin(trace);
             let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
-            let mut frames: HashMap<u32, (Option<SourceLoc>, Option<SourceLoc>)> = HashMap::new();
-            let mut mem: HashMap<(i32, bool), MemSeries> = HashMap::new();
-            for (idx, r) in trace.events.iter().enumerate() {
-                let stack = match r {
-                    Record::Transfer(t) if t.direction == Direction::D2h as i32 && t.sync => {
-                        Some(t.stack)
-                    }
-                    Record::Sync(s) if s.stack != 0 && trace.stacks.contains_key(&s.stack) => {
-                        Some(s.stack)
-                    }
-                    Record::Compile(c) => {
-                        compile_ms[source].push(ms(c.t_ns));
-                        None
-                    }
-                    Record::Memory(m) => {
-                        let reported = m.origin == MemoryOrigin::PluginStats as i32;
-                        let s = mem.entry((m.device, reported)).or_insert(MemSeries {
-                            source,
-                            device: m.device,
-                            reported,
-                            points: Vec::new(),
-                            limit: None,
-                            peak: 0,
-                        });
-                        s.points.push([ms(m.t_ns), m.bytes_in_use as f64]);
-                        s.peak = s
-                            .peak
-                            .max(m.bytes_in_use)
-                            .max(m.peak_bytes_in_use.unwrap_or(0));
-                        if let Some(l) = m.bytes_limit.filter(|&l| l > 0) {
-                            s.limit = Some(s.limit.map_or(l, |x: i64| x.max(l)));
-                        }
-                        None
-                    }
-                    _ => None,
-                };
-                let Some(stack) = stack else { continue };
-                let (user, inner) = frames
-                    .entry(stack)
-                    .or_insert_with(|| (user_frame(trace, stack), innermost(trace, stack)))
-                    .clone();
-                let k = match &user {
-                    Some(_) => (key_of(&user), None),
-                    None => (None, key_of(&inner)),
-                };
-                if let Some(&line) = line_of.get(&k) {
-                    sync_events[line].push((source, idx));
-                }
-            }
-            // Prefer the allocator's numbers for a device that has both.
-            let mut series: Vec<MemSeries> = mem.into_values().collect();
-            let reported: Vec<i32> = series
+            compile_ms[source] = trace
+                .events
                 .iter()
-                .filter(|s| s.reported)
-                .map(|s| s.device)
+                .filter_map(|r| match r {
+                    Record::Compile(c) => Some(ms(c.t_ns)),
+                    _ => None,
+                })
                 .collect();
-            series.retain(|s| s.reported || !reported.contains(&s.device));
-            series.sort_by_key(|s| s.device);
-            for mut s in series {
-                s.points = downsample(&s.points);
-                memory.push(s);
+            for s in hbm::series(trace, 0) {
+                let points: Vec<[f64; 2]> = s
+                    .samples
+                    .iter()
+                    .map(|x| [ms(x.t_ns), x.in_use as f64])
+                    .collect();
+                memory.push(MemSeries {
+                    source,
+                    device: s.device,
+                    reported: s.reported,
+                    points: downsample(&points),
+                    limit: s.limit,
+                    peak: s.peak(),
+                });
             }
             let (_, bounds) = tpuscope_analyzers::steps::boundaries(trace);
             step_ms[source] = bounds.iter().map(|(a, _)| ms(*a)).collect();
@@ -185,15 +148,6 @@ impl Analysis {
             elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
         }
     }
-}
-
-fn innermost(trace: &Trace, stack: u32) -> Option<SourceLoc> {
-    let f = trace.stacks.get(&stack)?.frames.first()?;
-    Some(SourceLoc {
-        file: trace.string(f.file).to_string(),
-        line: f.line,
-        function: trace.string(f.function).to_string(),
-    })
 }
 
 /// At most [`MAX_POINTS`] points: the highest value of each bucket, so peaks survive.

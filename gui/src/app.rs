@@ -7,6 +7,7 @@ use std::sync::mpsc::{self, Receiver};
 use eframe::egui::{self, Color32, RichText};
 use tpuscope_analyzers::flame::FlameKind;
 use tpuscope_analyzers::torch_trace::TorchLogs;
+use tpuscope_analyzers::units::plural;
 use tpuscope_core::Trace;
 
 use crate::analysis::Analysis;
@@ -329,7 +330,13 @@ impl App {
             .report
             .syncs
             .get(line)
-            .map(|l| format!("{} syncs at {}", marks.len(), syncs::line_text(l)))
+            .map(|l| {
+                format!(
+                    "{} at {}",
+                    plural(marks.len() as u64, "sync", "syncs"),
+                    l.label()
+                )
+            })
             .unwrap_or_default();
         if go {
             let times: Vec<(u64, u64)> = marks
@@ -366,14 +373,6 @@ impl App {
             }
         }
         self.tab = Tab::Timeline;
-    }
-
-    fn name_of(&self, source: usize, id: u64) -> String {
-        self.names
-            .get(source)
-            .and_then(|m| m.get(&id))
-            .cloned()
-            .unwrap_or_else(|| format!("{id:x}"))
     }
 
     /// The whole window, for one frame.
@@ -463,18 +462,12 @@ impl App {
         if self.tab == Tab::Timeline {
             let names = &self.names;
             let sources = &self.sources;
+            let no_names = HashMap::new();
             let describe = |source: usize, event: usize| -> String {
                 let Some(t) = sources.get(source).and_then(Source::trace) else {
                     return String::new();
                 };
-                let f = |id: u64| {
-                    names
-                        .get(source)
-                        .and_then(|m| m.get(&id))
-                        .cloned()
-                        .unwrap_or_else(|| format!("{id:x}"))
-                };
-                describe::line(t, event, &f)
+                describe::line(t, event, names.get(source).unwrap_or(&no_names))
             };
             match timeline::show(ui, &self.timeline, &mut self.view, &describe) {
                 Some(Clicked::Event(s, e)) => self.view.selected = Some((s, e)),
@@ -577,8 +570,9 @@ impl App {
             return;
         };
         let t0 = self.timeline.t0.get(source).copied().unwrap_or(0);
-        let names = |id: u64| self.name_of(source, id);
-        let d = describe::details(trace, event, t0, &names);
+        let no_names = HashMap::new();
+        let names = self.names.get(source).unwrap_or(&no_names);
+        let d = describe::details(trace, event, t0, names);
         let member = self
             .analysis
             .as_ref()

@@ -1,4 +1,7 @@
-//! Number formatting shared by the views.
+//! How the GUI's plots and timeline read numbers: durations at nanosecond scale, axis ticks.
+//! Facts of the report use `tpuscope_analyzers::units`, as `tpuscope report` does.
+
+use tpuscope_analyzers::units;
 
 /// `812 ns`, `45.2 µs`, `3.40 ms`, `2.51 s`.
 pub fn dur(ns: f64) -> String {
@@ -14,20 +17,9 @@ pub fn dur(ns: f64) -> String {
     }
 }
 
-/// `512 B`, `4.0 KiB`, `1.5 GiB`.
+/// [`units::bytes`] of a plotted (fractional) value: the report's wording of a size.
 pub fn bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b;
-    let mut u = 0;
-    while v.abs() >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    units::bytes(b.round() as i64)
 }
 
 /// Like [`bytes`] with two decimals: axis ticks a tenth of a unit apart stay distinct.

@@ -217,7 +217,7 @@ fn sections(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
                     }
                     ui.end_row();
                     for (i, s) in r.syncs.iter().enumerate().take(20) {
-                        ui.label(crate::syncs::line_text(s));
+                        ui.label(s.label());
                         ui.label(s.count.to_string());
                         ui.label(format!("{:.3}", s.stall_ms));
                         ui.label(s.per_step.map(|p| format!("{p:.2}")).unwrap_or_default());

@@ -2,7 +2,7 @@
 //! on the timeline.
 
 use eframe::egui::{self, Color32, RichText, Sense, vec2};
-use tpuscope_analyzers::syncs::SyncLine;
+use tpuscope_analyzers::units::{bytes, ms, plural};
 use tpuscope_core::Record;
 
 use crate::analysis::Analysis;
@@ -20,16 +20,6 @@ pub enum Action {
     Event(usize, usize),
 }
 
-/// `workloads/train.py:37 (main)`, or the innermost frame when no frame was the user's.
-pub fn line_text(s: &SyncLine) -> String {
-    match (&s.source, &s.innermost) {
-        (Some(src), _) if !src.function.is_empty() => format!("{src} ({})", src.function),
-        (Some(src), _) => src.to_string(),
-        (None, Some(inner)) => format!("{inner} (no user frame)"),
-        (None, None) => "(no Python stack)".to_string(),
-    }
-}
-
 /// Draws the table of lines and the syncs of the selected one.
 pub fn show(
     ui: &mut egui::Ui,
@@ -40,17 +30,18 @@ pub fn show(
 ) -> Option<Action> {
     let lines = &a.report.syncs;
     let mut action = None;
+    let r = &a.report;
     if lines.is_empty() {
-        ui.label("No host syncs from user code in this trace.");
+        ui.label("No host syncs in the loop.");
         return None;
     }
-    let total: u64 = lines.iter().map(|l| l.count).sum();
-    let stall: f64 = lines.iter().map(|l| l.stall_ms).sum();
     let worst = lines.iter().map(|l| l.stall_ms).fold(0.0, f64::max);
     ui.label(
         RichText::new(format!(
-            "{total} host syncs from {} lines, {stall:.3} ms stalled — click a line to see its syncs on the timeline",
-            lines.len()
+            "{} from {}, {} ms stalled — click a line to see its syncs on the timeline",
+            plural(r.sync_total(), "host sync", "host syncs"),
+            plural(lines.len() as u64, "line", "lines"),
+            ms(r.sync_stall_ms())
         ))
         .strong(),
     );
@@ -65,18 +56,20 @@ pub fn show(
                 .num_columns(8)
                 .show(ui, |ui| {
                     for h in [
-                        "line", "count", "stall", "", "per step", "bytes", "steps", "read",
+                        "line", "count", "stall ms", "", "per step", "bytes", "steps", "read",
                     ] {
                         ui.label(RichText::new(h).weak());
                     }
                     ui.end_row();
                     for (i, l) in lines.iter().enumerate() {
-                        let text = line_text(l);
-                        if ui.selectable_label(selected == Some(i), text).clicked() {
+                        if ui
+                            .selectable_label(selected == Some(i), l.label())
+                            .clicked()
+                        {
                             action = Some(Action::Line(i));
                         }
                         ui.label(l.count.to_string());
-                        ui.label(fmt::dur(l.stall_ms * 1e6));
+                        ui.label(ms(l.stall_ms));
                         // The line's share of the worst line's stall.
                         let (r, _) = ui.allocate_exact_size(vec2(120.0, 10.0), Sense::hover());
                         let w = if worst > 0.0 {
@@ -91,9 +84,9 @@ pub fn show(
                         ui.painter()
                             .rect_filled(fill, 2.0, Color32::from_rgb(230, 70, 70));
                         ui.label(l.per_step.map(|p| format!("{p:.2}")).unwrap_or_default());
-                        ui.label(fmt::bytes(l.bytes as f64));
+                        ui.label(bytes(i64::try_from(l.bytes).unwrap_or(i64::MAX)));
                         ui.label(l.steps_with_sync.to_string());
-                        ui.label(l.what.join(" "));
+                        ui.label(l.what.join(", "));
                         ui.end_row();
                     }
                 });
@@ -106,10 +99,10 @@ pub fn show(
     ui.separator();
     ui.label(
         RichText::new(format!(
-            "{} — {} syncs, {:.3} ms stalled",
-            line_text(l),
-            l.count,
-            l.stall_ms
+            "{} — {}, {} ms stalled",
+            l.label(),
+            plural(l.count, "sync", "syncs"),
+            ms(l.stall_ms)
         ))
         .strong()
         .size(15.0),
@@ -157,7 +150,7 @@ pub fn show(
                                         .map(i64::to_string)
                                         .collect::<Vec<_>>()
                                         .join(","),
-                                    fmt::bytes(x.bytes as f64)
+                                    bytes(i64::try_from(x.bytes).unwrap_or(i64::MAX))
                                 ),
                                 x.api.clone(),
                             ),

@@ -122,7 +122,7 @@ fn clicking_a_sync_line_marks_its_syncs_on_the_timeline() {
     h.run();
     let line = {
         let a = h.state().analysis.as_ref().unwrap();
-        tpuscope_gui::syncs::line_text(&a.report.syncs[0])
+        a.report.syncs[0].label()
     };
     let count = h.state().analysis.as_ref().unwrap().report.syncs[0].count as usize;
     h.get_by_label(&line).click();
