@@ -248,18 +248,7 @@ fn mutate(rng: &mut Rng, o: &Original, buf: &mut Vec<u8>) -> String {
             buf.splice(p..p, o.frame_bytes(i).iter().copied());
             format!("duplicate frame {i} at {p}")
         }
-        4 if buf.len() == o.bytes.len() && o.frames.len() >= 2 => {
-            let i = rng.below(o.frames.len() - 1);
-            let j = i + 1 + rng.below(o.frames.len() - 1 - i);
-            let (a, b) = (o.frames[i], o.frames[j]);
-            let mut swapped = buf[..a.0].to_vec();
-            swapped.extend_from_slice(o.frame_bytes(j));
-            swapped.extend_from_slice(&buf[a.1..b.0]);
-            swapped.extend_from_slice(o.frame_bytes(i));
-            swapped.extend_from_slice(&buf[b.1..]);
-            *buf = swapped;
-            format!("swap frames {i} and {j}")
-        }
+        4 if buf.len() == o.bytes.len() && o.frames.len() >= 2 => swap_frames(rng, o, buf),
         5 => {
             let p = if rng.chance(2) && buf.len() == o.bytes.len() {
                 boundary(rng)
@@ -276,21 +265,7 @@ fn mutate(rng: &mut Rng, o: &Original, buf: &mut Vec<u8>) -> String {
             buf.splice(p..p, junk);
             format!("splice {n} garbage bytes at {p}")
         }
-        6 if buf.len() == o.bytes.len() => {
-            let i = rng.below(o.frames.len());
-            let p = o.frames[i].0;
-            let old = u32::from_le_bytes([buf[p], buf[p + 1], buf[p + 2], buf[p + 3]]);
-            let new = match rng.below(6) {
-                0 => rng.next() as u32,
-                1 => old.wrapping_add(1 + rng.below(16) as u32),
-                2 => old.wrapping_sub(1 + rng.below(16) as u32),
-                3 => 0,
-                4 => MAX_PAYLOAD_LEN as u32 + rng.below(2) as u32,
-                _ => u32::MAX,
-            };
-            buf[p..p + 4].copy_from_slice(&new.to_le_bytes());
-            format!("length of frame {i} at {p}: {old} -> {new}")
-        }
+        6 if buf.len() == o.bytes.len() => set_frame_length(rng, o, buf),
         7 => {
             let p = body_pos(rng, len).min(len - 1);
             let n = (1 + rng.below(1024)).min(len - p);
@@ -318,6 +293,38 @@ fn mutate(rng: &mut Rng, o: &Original, buf: &mut Vec<u8>) -> String {
             format!("[{}]", steps.join("; "))
         }
     }
+}
+
+/// Swaps two whole frames of the unchanged original (`buf` has its length).
+fn swap_frames(rng: &mut Rng, o: &Original, buf: &mut Vec<u8>) -> String {
+    let i = rng.below(o.frames.len() - 1);
+    let j = i + 1 + rng.below(o.frames.len() - 1 - i);
+    let (a, b) = (o.frames[i], o.frames[j]);
+    let mut swapped = buf[..a.0].to_vec();
+    swapped.extend_from_slice(o.frame_bytes(j));
+    swapped.extend_from_slice(&buf[a.1..b.0]);
+    swapped.extend_from_slice(o.frame_bytes(i));
+    swapped.extend_from_slice(&buf[b.1..]);
+    *buf = swapped;
+    format!("swap frames {i} and {j}")
+}
+
+/// Overwrites the length field of one frame of the unchanged original with a near, absurd or
+/// random value.
+fn set_frame_length(rng: &mut Rng, o: &Original, buf: &mut [u8]) -> String {
+    let i = rng.below(o.frames.len());
+    let p = o.frames[i].0;
+    let old = u32::from_le_bytes([buf[p], buf[p + 1], buf[p + 2], buf[p + 3]]);
+    let new = match rng.below(6) {
+        0 => rng.next() as u32,
+        1 => old.wrapping_add(1 + rng.below(16) as u32),
+        2 => old.wrapping_sub(1 + rng.below(16) as u32),
+        3 => 0,
+        4 => MAX_PAYLOAD_LEN as u32 + rng.below(2) as u32,
+        _ => u32::MAX,
+    };
+    buf[p..p + 4].copy_from_slice(&new.to_le_bytes());
+    format!("length of frame {i} at {p}: {old} -> {new}")
 }
 
 /// Reads `bytes` whole and as a stream (arriving in pieces of 1 to 97 bytes, resync windows of
