@@ -9,7 +9,6 @@
 //! Everything here is FFI: this crate, like the collector's `ffi` module, is where the workspace
 //! allows `unsafe` (each block says why it is sound).
 #![allow(unsafe_code)]
-#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod abi;
 pub mod driver;
