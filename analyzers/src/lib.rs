@@ -9,6 +9,7 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod cache;
+pub mod describe;
 pub mod diff;
 pub mod families;
 pub mod flame;

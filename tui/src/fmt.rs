@@ -1,9 +1,9 @@
-//! Number, size and text formatting for the screen (the report's wording, kept narrow).
+//! What only a terminal needs: text cut to a cell, made safe for it, and the uptime clock. Sizes,
+//! times, shares and wrapping are `tpuscope_analyzers::units`, as in every view.
 
-pub use tpuscope_analyzers::units::{bytes, ms, percent};
-
-/// A duration as `42.0 s`, `3m05s`, `2h03m`.
-pub fn duration(ns: u64) -> String {
+/// The uptime clock in the header: `42.0 s`, `3m05s`, `2h03m` (a fixed, short width that
+/// ticks, unlike a duration in a sentence).
+pub fn uptime(ns: u64) -> String {
     let s = ns / 1_000_000_000;
     if s < 60 {
         format!("{:.1} s", ns as f64 / 1e9)
@@ -12,41 +12,6 @@ pub fn duration(ns: u64) -> String {
     } else {
         format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
     }
-}
-
-/// Greedy word wrap by characters; a word longer than the width is cut into pieces.
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(1);
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    let mut cur_len = 0;
-    for word in text.split_whitespace() {
-        let mut word: Vec<char> = word.chars().collect();
-        while word.len() > width {
-            if cur_len > 0 {
-                lines.push(std::mem::take(&mut cur));
-                cur_len = 0;
-            }
-            let rest = word.split_off(width);
-            lines.push(word.into_iter().collect());
-            word = rest;
-        }
-        let len = word.len();
-        if cur_len > 0 && cur_len + 1 + len > width {
-            lines.push(std::mem::take(&mut cur));
-            cur_len = 0;
-        }
-        if cur_len > 0 {
-            cur.push(' ');
-            cur_len += 1;
-        }
-        cur.extend(word);
-        cur_len += len;
-    }
-    if !cur.is_empty() || lines.is_empty() {
-        lines.push(cur);
-    }
-    lines
 }
 
 /// `s` cut to `width` characters, with `…` when cut.
@@ -128,15 +93,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_and_text_fit() {
-        assert_eq!(bytes(16), "16 B");
-        assert_eq!(bytes(4096), "4.0 KiB");
-        assert_eq!(bytes(16 << 30), "16.0 GiB");
-        assert_eq!(ms(322.98), "323");
-        assert_eq!(ms(0.5181), "0.518");
-        assert_eq!(duration(1_500_000_000), "1.5 s");
-        assert_eq!(duration(185_000_000_000), "3m05s");
-        assert_eq!(percent(0.0123), "1.2%");
+    fn text_fits_a_cell() {
+        assert_eq!(uptime(1_500_000_000), "1.5 s");
+        assert_eq!(uptime(185_000_000_000), "3m05s");
         assert_eq!(truncate("abcdef", 4), "abc…");
         assert_eq!(truncate("abc", 4), "abc");
         assert_eq!(truncate_left("dir/file.py:27", 8), "…e.py:27");
@@ -145,8 +104,5 @@ mod tests {
         assert_eq!(sanitize("line\r"), "line");
         assert_eq!(sanitize("a\tb"), "a       b");
         assert_eq!(sanitize("\u{1b}]0;title\u{7}x\u{0}y"), "xy");
-        assert_eq!(wrap("aa bb cc", 5), vec!["aa bb", "cc"]);
-        assert_eq!(wrap("abcdefgh", 3), vec!["abc", "def", "gh"]);
-        assert_eq!(wrap("", 3), vec![""]);
     }
 }

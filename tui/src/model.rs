@@ -1,13 +1,16 @@
 //! The view model: what the screen shows, built once per rebuild from the events so far and the
 //! analyzers' report. Drawing reads only this, so a frame costs nothing proportional to the trace.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 
-use tpuscope_analyzers::report::{FamilyReport, MemberReport, Report};
-use tpuscope_analyzers::source::{is_framework_file, short_path, user_frame};
+pub use tpuscope_analyzers::describe::EventKind;
+use tpuscope_analyzers::describe::{self, ExecutableNames};
+use tpuscope_analyzers::hbm;
+use tpuscope_analyzers::report::{FamilyReport, MemberReport, Report, TraceCompleteness};
+use tpuscope_analyzers::source::{is_framework_file, short_path};
 use tpuscope_analyzers::steps::executable_names;
 use tpuscope_core::Trace;
-use tpuscope_core::event::{Direction, MemoryOrigin, Record};
+use tpuscope_core::event::Record;
 
 use crate::fmt;
 
@@ -15,6 +18,9 @@ use crate::fmt;
 pub const EVENT_LINES: usize = 200;
 /// Samples kept per device for the sparkline.
 pub const MEMORY_SAMPLES: usize = 240;
+/// A peak at or above this share of the limit shows red: the report's rule (its memory section
+/// calls such a peak a problem).
+const NEAR_LIMIT: f64 = 0.9;
 /// Window over which steps/s is measured.
 pub const STEP_RATE_WINDOW_NS: u64 = 5_000_000_000;
 /// The events log looks at most this many records from the end: a stream of identical executes
@@ -70,8 +76,9 @@ pub struct Header {
     /// Since the process started: to `now_ns`, or to the last event when no time was given.
     pub uptime_ns: u64,
     pub steps_per_s: Option<f64>,
-    /// `complete`, `no end record`, `cut` — the trace's state as read.
-    pub completeness: String,
+    /// Why the trace is partial, in the report's words ([`TraceCompleteness::label`]); `None`
+    /// when it is complete.
+    pub partial: Option<&'static str>,
 }
 
 /// The live counters.
@@ -163,7 +170,11 @@ impl FamilyView {
 /// A line that syncs the host.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyncRow {
-    /// `dir/file.py:27 (function)`, or the innermost frame when no frame is the user's.
+    /// The report's label of the line ([`SyncLine::label`]): `dir/file.py:27 (function)`, with
+    /// the library that read when there is one, or the innermost frame when no frame is the
+    /// user's.
+    ///
+    /// [`SyncLine::label`]: tpuscope_analyzers::syncs::SyncLine::label
     pub line: String,
     /// `dir/file.py:27` alone (what is left when the line does not fit).
     pub place: String,
@@ -199,31 +210,19 @@ pub struct DeviceMem {
     pub reported: bool,
     /// Bytes in use, oldest first (the last [`MEMORY_SAMPLES`] samples).
     pub series: Vec<u64>,
+    /// Bytes in use at the last sample.
     pub last_bytes: i64,
     pub peak_bytes: i64,
     pub limit_bytes: Option<i64>,
     /// Peak over limit.
     pub peak_fraction: Option<f64>,
+    /// The peak is close enough to the limit for the report to call it a problem.
+    pub near_limit: bool,
     /// Last bytes in use over limit.
     pub fraction: Option<f64>,
     /// Live buffers at the last sample (counted by tpuscope).
     pub live_buffers: Option<i64>,
     pub samples: u64,
-}
-
-/// What colour an event line gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventKind {
-    Compile,
-    Execute,
-    Transfer,
-    Sync,
-    Cache,
-    Memory,
-    Step,
-    Note,
-    Error,
-    Other,
 }
 
 /// One line of the recent-events log.
@@ -287,8 +286,7 @@ impl Model {
             .strip_prefix("dominant executable ")
             .map(str::to_string);
 
-        // One pass: memory, drops, lag notes, last time, step times, errors.
-        let mut mem: BTreeMap<(i32, bool), MemAcc> = BTreeMap::new();
+        // One pass: drops, lag notes, last time, step times.
         let mut dropped = trace.end.as_ref().map_or(0, |e| e.dropped_total);
         let mut lagged = 0u64;
         let mut last_t = start;
@@ -298,10 +296,6 @@ impl Model {
                 last_t = last_t.max(t);
             }
             match r {
-                Record::Memory(x) => {
-                    let reported = x.origin == MemoryOrigin::PluginStats as i32;
-                    mem.entry((x.device, reported)).or_default().add(x);
-                }
                 Record::Dropped(d) => dropped = dropped.max(d.total),
                 Record::Note(n) if n.topic == "viewer_lagged" => {
                     if let Ok(v) = n.message.trim().parse::<u64>() {
@@ -341,12 +335,10 @@ impl Model {
             packages: packages(&m.package_versions),
             uptime_ns: now.saturating_sub(start),
             steps_per_s: step_rate(&step_times, now, start),
-            completeness: match trace.completeness {
-                tpuscope_core::Completeness::Complete => "complete",
-                tpuscope_core::Completeness::NoEndRecord { .. } => "no end record",
-                tpuscope_core::Completeness::Cut { .. } => "cut",
-            }
-            .to_string(),
+            partial: match TraceCompleteness::of(&trace.completeness) {
+                TraceCompleteness::Complete => None,
+                c => Some(c.label()),
+            },
         };
 
         let counters = Counters {
@@ -355,16 +347,16 @@ impl Model {
             cache_hits: report.cache.persistent_hits,
             recompiles: report.compiles.recompiles,
             warmup_recompiles: report.compiles.warmup_recompiles,
-            host_syncs: report.syncs.iter().map(|s| s.count).sum(),
+            host_syncs: report.sync_total(),
             runtime_waits: report.runtime_waits,
             steps: report.steps.count,
             dropped,
             viewer_lost: extra.viewer_lost.max(lagged),
             events: trace.events.len() as u64,
-            errors: report.errors.iter().map(|e| e.count).sum(),
+            errors: report.error_total(),
         };
 
-        let memory = devices(mem);
+        let memory = devices(trace, &report);
         let events = recent_events(trace, &names, start);
         let findings = report
             .findings
@@ -374,9 +366,12 @@ impl Model {
         let phase = current_phase(&report);
         let mut phase_lines = tpuscope_analyzers::report::phases_lines(&report);
         phase_lines.extend(tpuscope_analyzers::report::setup_compile_line(&report));
+        // One row per graph, as the report lists them: recompiles repeat the same program.
+        let mut graphs = std::collections::BTreeSet::new();
         let largest_compiled = report
             .compiled_memory
             .iter()
+            .filter(|e| graphs.insert(e.graph.as_str()))
             .take(5)
             .map(|e| (e.graph.clone(), e.peak_bytes, e.temp_bytes))
             .collect();
@@ -481,68 +476,41 @@ fn step_rate(times: &[u64], now: u64, run_start: u64) -> Option<f64> {
     Some(recent as f64 / (span as f64 / 1e9))
 }
 
-#[derive(Default)]
-struct MemAcc {
-    series: VecDeque<u64>,
-    last: i64,
-    peak: i64,
-    limit: Option<i64>,
-    live_buffers: Option<i64>,
-    samples: u64,
-}
-
-impl MemAcc {
-    fn add(&mut self, m: &tpuscope_core::event::Memory) {
-        if self.series.len() == MEMORY_SAMPLES {
-            self.series.pop_front();
-        }
-        self.series.push_back(m.bytes_in_use.max(0) as u64);
-        self.last = m.bytes_in_use;
-        self.peak = self
-            .peak
-            .max(m.bytes_in_use)
-            .max(m.peak_bytes_in_use.unwrap_or(0));
-        if let Some(l) = m.bytes_limit.filter(|&l| l > 0) {
-            self.limit = Some(self.limit.map_or(l, |x| x.max(l)));
-        }
-        if m.live_buffers.is_some() {
-            self.live_buffers = m.live_buffers;
-        }
-        self.samples += 1;
-    }
-}
-
-/// One entry per device: the allocator's numbers when the plugin reports them, else the live
-/// buffers tpuscope counted.
-fn devices(mem: BTreeMap<(i32, bool), MemAcc>) -> Vec<DeviceMem> {
-    let mut by_device: BTreeMap<i32, (bool, MemAcc)> = BTreeMap::new();
-    for ((device, reported), acc) in mem {
-        match by_device.get(&device) {
-            Some((true, _)) => {}
-            _ => {
-                by_device.insert(device, (reported, acc));
-            }
-        }
-    }
-    by_device
+/// One entry per device, as the report counts it ([`hbm::series`]: the allocator's numbers when
+/// the plugin reports them, else the live buffers tpuscope counted), with the newest samples for
+/// the sparkline.
+fn devices(trace: &Trace, report: &Report) -> Vec<DeviceMem> {
+    // The live view watches one process: the report's first (only) run.
+    const RUN: usize = 0;
+    hbm::series(trace, RUN)
         .into_iter()
-        .map(|(device, (reported, a))| DeviceMem {
-            device,
-            reported,
-            series: a.series.into_iter().collect(),
-            last_bytes: a.last,
-            peak_bytes: a.peak,
-            limit_bytes: a.limit,
-            peak_fraction: a.limit.map(|l| a.peak as f64 / l as f64),
-            fraction: a.limit.map(|l| a.last as f64 / l as f64),
-            live_buffers: a.live_buffers,
-            samples: a.samples,
+        .map(|s| {
+            let summary = report
+                .hbm
+                .iter()
+                .find(|d| d.run == RUN && d.device == s.device);
+            let peak_bytes = summary.map_or_else(|| s.peak(), |d| d.peak_bytes);
+            let peak_fraction = summary.and_then(|d| d.peak_fraction);
+            let in_use = s.samples.last().map_or(0, |x| x.in_use);
+            let newest = s.samples.len().saturating_sub(MEMORY_SAMPLES);
+            DeviceMem {
+                device: s.device,
+                reported: s.reported,
+                series: s.samples[newest..]
+                    .iter()
+                    .map(|x| x.in_use.max(0) as u64)
+                    .collect(),
+                last_bytes: in_use,
+                peak_bytes,
+                limit_bytes: s.limit,
+                peak_fraction,
+                near_limit: peak_fraction.is_some_and(|f| f >= NEAR_LIMIT),
+                fraction: s.limit.map(|l| in_use as f64 / l as f64),
+                live_buffers: s.live_buffers,
+                samples: s.samples.len() as u64,
+            }
         })
         .collect()
-}
-
-fn loc(s: &tpuscope_analyzers::SourceLoc) -> String {
-    s.to_string()
 }
 
 fn family(f: FamilyReport) -> FamilyView {
@@ -562,7 +530,7 @@ fn family(f: FamilyReport) -> FamilyView {
             .as_ref()
             .map(|s| s.function.clone())
             .unwrap_or_default(),
-        source: f.source.as_ref().map(loc),
+        source: f.source.as_ref().map(ToString::to_string),
         details: f.details,
         suggestion: f.suggestion,
         compile_ms: f.compile_ms,
@@ -646,7 +614,7 @@ fn member(m: &MemberReport) -> MemberView {
         summary,
         changes,
         parameters: m.parameters.clone(),
-        source: m.source.as_ref().map(loc),
+        source: m.source.as_ref().map(ToString::to_string),
         stack: m.stack.iter().map(|l| stack_frame(l)).collect(),
     }
 }
@@ -664,16 +632,14 @@ fn stack_frame(line: &str) -> StackFrame {
 }
 
 fn sync_row(s: tpuscope_analyzers::syncs::SyncLine) -> SyncRow {
-    let (line, place, user) = match (&s.source, &s.innermost) {
-        (Some(src), _) if src.function.is_empty() => (loc(src), loc(src), true),
-        (Some(src), _) => (format!("{} ({})", loc(src), src.function), loc(src), true),
-        (None, Some(i)) => (format!("(no user frame) {}", loc(i)), loc(i), false),
-        (None, None) => ("(no Python stack)".to_string(), "?".to_string(), false),
-    };
+    let line = s.label();
+    let place = s
+        .place()
+        .map_or_else(|| "?".to_string(), ToString::to_string);
     SyncRow {
         line,
         place,
-        user,
+        user: s.source.is_some(),
         count: s.count,
         bytes: s.bytes,
         stall_ms: s.stall_ms,
@@ -684,19 +650,23 @@ fn sync_row(s: tpuscope_analyzers::syncs::SyncLine) -> SyncRow {
     }
 }
 
-/// The last [`EVENT_LINES`] lines of the log, like `tpuscope dump`, with runs of alike events
-/// (the executes of a loop) collapsed into one line. Walks from the end: bounded work.
-fn recent_events(trace: &Trace, names: &HashMap<u64, String>, start: u64) -> Vec<EventLine> {
-    // (line, detail of its single event).
+/// The last [`EVENT_LINES`] lines of the log, worded like `tpuscope dump`, with runs of alike
+/// events (the executes of a loop) collapsed into one line. Walks from the end: bounded work.
+fn recent_events(trace: &Trace, names: &ExecutableNames, start: u64) -> Vec<EventLine> {
+    // (line, the line of its single event).
     let mut out: Vec<(EventLine, String)> = Vec::new();
     for r in trace.events.iter().rev().take(EVENT_SCAN_LIMIT) {
-        let Some((kind, text, detail)) = event_text(trace, names, r) else {
+        // A completion per device per execute: the execute line already says it ran.
+        if matches!(r, Record::ExecuteComplete(_)) {
+            continue;
+        }
+        let Some(d) = describe::record(trace, r, names) else {
             continue;
         };
         // Messages from the trace may hold anything: keep what a cell can show.
-        let text = fmt::sanitize(&text);
+        let text = fmt::sanitize(&d.summary());
         if let Some((last, _)) = out.last_mut()
-            && last.kind == kind
+            && last.kind == d.kind
             && last.text == text
         {
             last.repeat += 1;
@@ -711,209 +681,23 @@ fn recent_events(trace: &Trace, names: &HashMap<u64, String>, start: u64) -> Vec
         out.push((
             EventLine {
                 t_ms,
-                kind,
+                kind: d.kind,
                 text,
                 repeat: 1,
             },
-            detail,
+            fmt::sanitize(&d.line()),
         ));
     }
     out.into_iter()
         .rev()
-        .map(|(mut l, detail)| {
+        .map(|(mut l, single)| {
             // A line that stands for several events has no single duration to show.
             if l.repeat == 1 {
-                l.text.push_str(&detail);
+                l.text = single;
             }
             l
         })
         .collect()
-}
-
-fn ms(ns: u64) -> String {
-    format!("{:.3}ms", ns as f64 / 1e6)
-}
-
-/// ` at dir/file.py:33`: the user's frame, else the innermost one.
-fn at(trace: &Trace, stack: u32) -> String {
-    if stack == 0 {
-        return String::new();
-    }
-    if let Some(s) = user_frame(trace, stack) {
-        return format!(" at {s}");
-    }
-    trace
-        .stacks
-        .get(&stack)
-        .and_then(|s| s.frames.first())
-        .map(|f| format!(" at {}:{}", short_path(trace.string(f.file)), f.line))
-        .unwrap_or_default()
-}
-
-/// (kind, text that identifies alike events, detail of this one event).
-fn event_text(
-    trace: &Trace,
-    names: &HashMap<u64, String>,
-    r: &Record,
-) -> Option<(EventKind, String, String)> {
-    let name = |id: u64| names.get(&id).cloned().unwrap_or_else(|| format!("{id:x}"));
-    Some(match r {
-        Record::Client(c) => (
-            EventKind::Other,
-            format!(
-                "client {} {} ({} devices)",
-                c.platform_name,
-                c.platform_version,
-                c.devices.len()
-            ),
-            String::new(),
-        ),
-        Record::Compile(c) => {
-            let failed = c
-                .error
-                .as_ref()
-                .map(|e| format!(" FAILED: {}", fmt::truncate(&e.message, 120)))
-                .unwrap_or_default();
-            (
-                if failed.is_empty() {
-                    EventKind::Compile
-                } else {
-                    EventKind::Error
-                },
-                format!(
-                    "compile {} {} {}B in {}{failed}{}",
-                    c.executable_name,
-                    c.program_format,
-                    c.program_size,
-                    ms(c.dur_ns),
-                    at(trace, c.stack)
-                ),
-                String::new(),
-            )
-        }
-        Record::Load(l) => (
-            EventKind::Compile,
-            format!("load {} in {}", l.executable_name, ms(l.dur_ns)),
-            String::new(),
-        ),
-        Record::Execute(e) => (
-            if e.error.is_some() {
-                EventKind::Error
-            } else {
-                EventKind::Execute
-            },
-            format!(
-                "execute {} on {} device(s) [{}]{}",
-                name(e.executable_id),
-                e.num_devices,
-                trace.string(e.arg_signature),
-                e.error
-                    .as_ref()
-                    .map(|x| format!(" FAILED: {}", fmt::truncate(&x.message, 120)))
-                    .unwrap_or_default()
-            ),
-            format!(" dispatch {}", ms(e.dur_ns)),
-        ),
-        // A completion per device per execute: the execute line already says it ran.
-        Record::ExecuteComplete(_) | Record::Clock(_) => return None,
-        Record::ExecuteSummary(s) => (
-            EventKind::Execute,
-            format!(
-                "executes of {}: {} in {}",
-                name(s.executable_id),
-                s.count,
-                ms(s.total_dur_ns)
-            ),
-            String::new(),
-        ),
-        Record::Transfer(x) => {
-            let d2h = x.direction == Direction::D2h as i32;
-            (
-                if x.sync {
-                    EventKind::Sync
-                } else {
-                    EventKind::Transfer
-                },
-                format!(
-                    "transfer {} {} {}{:?} {}B{}{}",
-                    if d2h { "d2h" } else { "h2d" },
-                    x.api,
-                    x.dtype,
-                    x.dims,
-                    x.bytes,
-                    if x.sync { " SYNC" } else { "" },
-                    at(trace, x.stack)
-                ),
-                if x.sync {
-                    format!(" blocked {}", ms(x.blocked_ns))
-                } else {
-                    String::new()
-                },
-            )
-        }
-        Record::Sync(s) => (
-            EventKind::Sync,
-            format!("sync {}{}", s.reason, at(trace, s.stack)),
-            format!(" {}", ms(s.dur_ns)),
-        ),
-        Record::CacheStore(c) => (
-            EventKind::Cache,
-            format!("cache store {} {}B", c.executable_name, c.bytes),
-            String::new(),
-        ),
-        Record::CacheLoad(c) => (
-            if c.ok {
-                EventKind::Cache
-            } else {
-                EventKind::Error
-            },
-            format!(
-                "cache load {} {}B {}",
-                c.executable_name,
-                c.bytes,
-                if c.ok {
-                    "ok".to_string()
-                } else {
-                    format!(
-                        "FAILED: {}",
-                        c.error.as_ref().map(|e| e.message.as_str()).unwrap_or("")
-                    )
-                }
-            ),
-            String::new(),
-        ),
-        Record::Memory(m) => (
-            EventKind::Memory,
-            format!("memory device {}", m.device),
-            format!(" in use {}B", m.bytes_in_use),
-        ),
-        Record::Step(s) => (
-            EventKind::Step,
-            format!("step ({})", s.marker),
-            format!(" {}", s.number),
-        ),
-        Record::Error(e) => (
-            EventKind::Error,
-            format!(
-                "error {} code {}: {}",
-                e.api,
-                e.code,
-                fmt::truncate(e.message.lines().next().unwrap_or(""), 200)
-            ),
-            String::new(),
-        ),
-        Record::Note(n) => (
-            EventKind::Note,
-            format!("note [{}] {}", n.topic, fmt::truncate(&n.message, 200)),
-            String::new(),
-        ),
-        Record::Dropped(d) => (
-            EventKind::Error,
-            format!("dropped {} events ({} total)", d.count, d.total),
-            String::new(),
-        ),
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

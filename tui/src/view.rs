@@ -9,8 +9,10 @@ use ratatui::widgets::{
     Block, Borders, Cell, HighlightSpacing, LineGauge, Paragraph, Row, Sparkline, Table, Tabs,
 };
 
+use tpuscope_analyzers::units::{LongWord, bytes, ms, percent, wrap};
+
 use crate::app::{App, Tab};
-use crate::fmt::{self, bytes, ms, percent, truncate, wrap};
+use crate::fmt::{self, truncate};
 use crate::model::{DeviceMem, EventKind, EventLine, FamilyView, Model, RunState};
 
 const ACCENT: Color = Color::Cyan;
@@ -116,10 +118,7 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, model: &Model) {
         right.push(Span::raw(" · "));
         right.push(Span::styled(model.phase.clone(), BOLD));
     }
-    right.push(Span::raw(format!(
-        " · {up} {} ",
-        fmt::duration(hd.uptime_ns)
-    )));
+    right.push(Span::raw(format!(" · {up} {} ", fmt::uptime(hd.uptime_ns))));
     let mut left = vec![
         Span::styled(" tpuscope ", BOLD.fg(Color::Black).bg(ACCENT)),
         Span::raw(format!(" pid {}", hd.pid)),
@@ -158,8 +157,10 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, model: &Model) {
                 &hd.plugin
             }
         ));
-        if hd.completeness != "complete" && model.state != RunState::Live {
-            parts.insert(0, format!("trace {}", hd.completeness));
+        if let Some(why) = hd.partial
+            && model.state != RunState::Live
+        {
+            parts.insert(0, why.to_string());
         }
         lines.push(Line::styled(
             truncate(&format!(" {}", parts.join(" · ")), w),
@@ -728,7 +729,7 @@ fn device_text(d: &DeviceMem) -> Vec<Span<'static>> {
     let mut s = vec![Span::raw(format!(" {} in use", bytes(d.last_bytes)))];
     match (d.limit_bytes, d.fraction) {
         (Some(l), Some(f)) => {
-            let style = if f > 0.9 { BAD } else { Style::new() };
+            let style = if d.near_limit { BAD } else { Style::new() };
             s.push(Span::styled(
                 format!(" of {} ({})", bytes(l), percent(f)),
                 style,
@@ -884,7 +885,7 @@ fn push_para(lines: &mut Vec<Line<'static>>, label: &str, text: &str, w: usize, 
         return;
     }
     let pad = label.chars().count() + 1;
-    for (i, l) in wrap(text, w.saturating_sub(pad).max(10))
+    for (i, l) in wrap(text, w.saturating_sub(pad).max(10), LongWord::Cut)
         .into_iter()
         .enumerate()
     {
@@ -1018,7 +1019,7 @@ fn device_panel(frame: &mut Frame, area: Rect, d: &DeviceMem) {
                 LineGauge::default()
                     .ratio(f.clamp(0.0, 1.0))
                     .label(label)
-                    .filled_style(Style::new().fg(if f > 0.9 { Color::Red } else { ACCENT }))
+                    .filled_style(Style::new().fg(if d.near_limit { Color::Red } else { ACCENT }))
                     .unfilled_style(DIM),
                 top,
             );
@@ -1160,7 +1161,10 @@ fn draw_detail(frame: &mut Frame, area: Rect, app: &mut App, f: &FamilyView) {
         lines.push(Line::styled("   the first compile of this graph", DIM));
     }
     for c in &m.changes {
-        for (i, l) in wrap(c, w.saturating_sub(5).max(10)).into_iter().enumerate() {
+        for (i, l) in wrap(c, w.saturating_sub(5).max(10), LongWord::Cut)
+            .into_iter()
+            .enumerate()
+        {
             let lead = if i == 0 { "   • " } else { "     " };
             lines.push(Line::from(vec![Span::raw(lead), Span::raw(l)]));
         }
