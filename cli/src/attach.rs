@@ -40,10 +40,20 @@ fn snapshot(
 ) -> Result<i32> {
     let trace = live_stream::snapshot(stream, SNAPSHOT_SILENCE)
         .with_context(|| format!("reading {}", path.display()))?;
-    let rep = report::analyze(&[Input {
-        path: format!("pid {} (live)", args.pid),
-        trace: &trace,
-    }]);
+    let label = format!("pid {} (live)", args.pid);
+    let options = report::Options {
+        torch_logs: crate::torch_logs::find(None, None, Some(&trace), &label)
+            .into_iter()
+            .collect(),
+        ..report::Options::default()
+    };
+    let rep = report::build(
+        &[Input {
+            path: label,
+            trace: &trace,
+        }],
+        &options,
+    );
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut v = serde_json::to_value(&rep).context("serializing the state")?;

@@ -19,6 +19,7 @@ use tpuscope_tui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use tpuscope_tui::{Action, App, Extra, Model, RunState, term};
 
 use crate::live_stream::{self, Chunk};
+use crate::torch_logs::LogCache;
 
 /// How often the model is rebuilt while events stream in: analysis costs O(trace).
 const REBUILD_EVERY: Duration = Duration::from_millis(500);
@@ -110,11 +111,26 @@ fn trace_now_ns(trace: &Trace) -> Option<u64> {
     Some(mono.saturating_add(now_wall.saturating_sub(wall)))
 }
 
-fn build_model(trace: &Trace, label: &str, state: RunState, output: &[String]) -> Model {
-    let rep = report::analyze(&[Input {
-        path: label.to_string(),
-        trace,
-    }]);
+/// The model of `trace` so far, with the report `tpuscope report` gives for the same trace
+/// (dynamo's logs joined: the run records where they go).
+fn build_model(
+    trace: &Trace,
+    label: &str,
+    state: RunState,
+    output: &[String],
+    logs: &mut LogCache,
+) -> Model {
+    let options = report::Options {
+        torch_logs: logs.find(trace, label).into_iter().collect(),
+        ..report::Options::default()
+    };
+    let rep = report::build(
+        &[Input {
+            path: label.to_string(),
+            trace,
+        }],
+        &options,
+    );
     let now = if state == RunState::Live {
         trace_now_ns(trace)
     } else {
@@ -166,6 +182,8 @@ impl Rebuilder {
         let (done_tx, done) = mpsc::channel();
         let label = label.to_string();
         let mut decoder = live_stream::decoder()?;
+        // Read on this thread, like the analysis: the event loop never waits on the logs.
+        let mut logs = LogCache::default();
         std::thread::Builder::new()
             .name("tpuscope-live-model".into())
             .spawn(move || {
@@ -185,11 +203,11 @@ impl Rebuilder {
                             Some(why) => FromModel::Broken(why),
                             None => continue,
                         },
-                        ToModel::Build { state, output } => FromModel::Model(
-                            decoder
-                                .trace()
-                                .map(|t| Box::new(build_model(t, &label, state, &output))),
-                        ),
+                        ToModel::Build { state, output } => {
+                            FromModel::Model(decoder.trace().map(|t| {
+                                Box::new(build_model(t, &label, state, &output, &mut logs))
+                            }))
+                        }
                     };
                     if done_tx.send(reply).is_err() {
                         break;
@@ -427,6 +445,7 @@ pub(crate) fn parent_of(pid: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tpuscope_analyzers::report::FindingKind;
 
     /// Queues bytes, waiting while the thread's queue is full.
     fn push_all(r: &Rebuilder, mut bytes: Vec<u8>) {
@@ -475,11 +494,73 @@ mod tests {
         }
         let model = next_model(&mut r).unwrap();
         assert!(!r.busy);
-        let here = build_model(&trace, "pid 1", RunState::Ended, &out);
+        let here = build_model(
+            &trace,
+            "pid 1",
+            RunState::Ended,
+            &out,
+            &mut LogCache::default(),
+        );
         assert_eq!(model.counters, here.counters);
         assert_eq!(model.findings, here.findings);
         assert_eq!(model.output, ["out"]);
         assert!(model.counters.compiles > 0);
+    }
+
+    /// What `tpuscope report` finds in a trace file, dynamo's logs found its way.
+    fn report_of_file(trace: &Trace, file: &std::path::Path, label: &str) -> report::Report {
+        let options = report::Options {
+            torch_logs: crate::torch_logs::find(None, Some(file), Some(trace), label)
+                .into_iter()
+                .collect(),
+            ..report::Options::default()
+        };
+        report::build(
+            &[Input {
+                path: label.to_string(),
+                trace,
+            }],
+            &options,
+        )
+    }
+
+    #[test]
+    fn the_live_model_joins_the_logs_the_run_recorded_and_finds_what_report_finds() {
+        let (bytes, logs) = crate::live_stream::testing::graph_break_stream();
+        let trace = tpuscope_core::read_trace(&bytes).unwrap();
+        let mut r = Rebuilder::new("pid 1").unwrap();
+        for piece in bytes.chunks(4096) {
+            push_all(&r, piece.to_vec());
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        r.start(RunState::Ended, &[]);
+        while !r.busy {
+            assert!(Instant::now() < deadline, "never took the request");
+            std::thread::sleep(Duration::from_millis(1));
+            r.start(RunState::Ended, &[]);
+        }
+        let model = next_model(&mut r).unwrap();
+
+        // `report` on the file next to its logs (the `.torch_trace` sibling).
+        let file = logs.with_extension("tps");
+        let rep = report_of_file(&trace, &file, "pid 1");
+        let kinds: Vec<FindingKind> = rep.findings.iter().map(|f| f.kind).collect();
+        assert!(kinds.contains(&FindingKind::GraphBreak), "{kinds:?}");
+        assert_eq!(
+            model.findings.len(),
+            rep.findings.len(),
+            "{:?}",
+            model.findings
+        );
+        for (shown, f) in model.findings.iter().zip(&rep.findings) {
+            assert!(shown.contains(&f.title), "{shown:?} is not {:?}", f.title);
+        }
+        // Without the logs the live view found less (what it showed before).
+        let alone = report::analyze(&[Input {
+            path: "pid 1".into(),
+            trace: &trace,
+        }]);
+        assert!(alone.findings.len() < rep.findings.len());
     }
 
     #[test]

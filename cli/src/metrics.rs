@@ -6,7 +6,9 @@
 //! this process and feeds each stream into its own growing trace; a scrape analyses the traces
 //! that received something since their last analysis (at most every [`REANALYSE_EVERY`], else
 //! the cached numbers are served), so nothing is analysed while nobody scrapes and the analysis
-//! never runs in the workload. The endpoint closes when the workload exits.
+//! never runs in the workload. The analysis is `tpuscope report`'s, dynamo's logs joined: the
+//! scrape reads what the run appended to them since the last one (see `torch_logs::LogCache`).
+//! The endpoint closes when the workload exits.
 
 mod series;
 mod text;
@@ -25,6 +27,7 @@ use tpuscope_analyzers::report::{self, Input};
 use tpuscope_core::live::LiveDecoder;
 
 use crate::live_stream::{self, Chunk};
+use crate::torch_logs::LogCache;
 use series::{Monotonic, ProcMetrics, ProcState};
 
 /// A scrape re-analyses a process at most this often; in between it serves the last numbers.
@@ -196,6 +199,8 @@ struct Proc {
     new_data: bool,
     last_analysis: Option<Instant>,
     metrics: Option<ProcMetrics>,
+    /// dynamo's logs as last read.
+    logs: LogCache,
 }
 
 impl Proc {
@@ -237,10 +242,14 @@ impl Proc {
         let Some(trace) = self.decoder.trace() else {
             return;
         };
-        let rep = report::analyze(&[Input {
-            path: format!("pid {pid}"),
-            trace,
-        }]);
+        // The report `tpuscope report` gives for this trace: dynamo's logs joined (read on
+        // this scrape, from the cache: only what the run appended since the last one).
+        let label = format!("pid {pid}");
+        let options = report::Options {
+            torch_logs: self.logs.find(trace, &label).into_iter().collect(),
+            ..report::Options::default()
+        };
+        let rep = report::build(&[Input { path: label, trace }], &options);
         if let Some(m) = ProcMetrics::from_analysis(trace, &rep) {
             self.metrics = Some(m);
         }
@@ -293,6 +302,7 @@ impl State {
                         new_data: false,
                         last_analysis: None,
                         metrics: None,
+                        logs: LogCache::default(),
                     },
                 );
             }
@@ -369,6 +379,75 @@ mod tests {
         assert!(!crate::live_ui::descends_from(me, child.id()));
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// A stream whose run recorded dynamo's logs: the scrape counts the findings `report` has
+    /// for the same trace, the graph break included.
+    #[test]
+    fn a_scrape_joins_the_logs_the_run_recorded_and_counts_the_findings_of_report() {
+        let (bytes, logs) = live_stream::testing::graph_break_stream();
+        let mut p = Proc {
+            rx: None,
+            decoder: LiveDecoder::new(1 << 30),
+            running: false,
+            new_data: true,
+            last_analysis: None,
+            metrics: None,
+            logs: LogCache::default(),
+        };
+        for piece in bytes.chunks(4096) {
+            live_stream::feed(&mut p.decoder, piece).unwrap();
+        }
+        p.analyse_if_due(7);
+        let m = p.metrics.as_ref().unwrap();
+        let text = text::encode(&series::families(
+            "me",
+            &[ProcState {
+                metrics: m,
+                running: false,
+            }],
+        ));
+
+        // `report` on the file, its logs beside it.
+        let trace = tpuscope_core::read_trace(&bytes).unwrap();
+        let file = logs.with_extension("tps");
+        let rep = report::build(
+            &[Input {
+                path: "f".into(),
+                trace: &trace,
+            }],
+            &report::Options {
+                torch_logs: crate::torch_logs::find(None, Some(&file), Some(&trace), "f")
+                    .into_iter()
+                    .collect(),
+                ..report::Options::default()
+            },
+        );
+        for kind in report::FindingKind::ALL {
+            let n = rep.findings.iter().filter(|f| f.kind == kind).count();
+            let line = text
+                .lines()
+                .find(|l| {
+                    l.starts_with("tpuscope_findings{") && l.contains(&format!("kind=\"{kind}\""))
+                })
+                .unwrap_or_else(|| panic!("no {kind} sample: {text}"));
+            assert!(line.ends_with(&format!("}} {n}")), "{line}, report: {n}");
+        }
+        // Memory in use is the last sample's, not the allocator's peak.
+        for d in &rep.hbm {
+            let line = text
+                .lines()
+                .find(|l| {
+                    l.starts_with("tpuscope_hbm_bytes_in_use{")
+                        && l.contains(&format!("device=\"{}\"", d.device))
+                })
+                .unwrap_or_else(|| panic!("no device {}: {text}", d.device));
+            assert!(line.ends_with(&format!("}} {}", d.in_use_bytes)), "{line}");
+        }
+        assert!(
+            !text.contains("kind=\"graph_break\"} 0"),
+            "no graph break: {text}"
+        );
     }
 
     /// The endpoint before any workload: 200 with the exposition, 404 elsewhere, bind errors.

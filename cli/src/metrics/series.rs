@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tpuscope_analyzers::report::Report;
+use tpuscope_analyzers::report::{FindingKind, Report};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 use tpuscope_core::live::VIEWER_LAGGED;
@@ -48,6 +48,8 @@ pub struct ProcMetrics {
     pub cache_stores: u64,
     pub cache_load_failures: u64,
     pub hbm: Vec<Hbm>,
+    /// The report's findings by kind, every kind (0 when none).
+    pub findings: Vec<(FindingKind, u64)>,
     pub dropped_events: u64,
     pub errors: u64,
     pub records: u64,
@@ -96,9 +98,9 @@ impl ProcMetrics {
             families: report.compiles.families,
             recompiles,
             recompiles_after_warmup: report.compiles.recompiles,
-            syncs: report.syncs.iter().map(|s| s.count).sum(),
-            sync_bytes: report.syncs.iter().map(|s| s.bytes).sum(),
-            sync_stall_seconds: report.syncs.iter().map(|s| s.stall_ms).sum::<f64>() / 1e3,
+            syncs: report.sync_total(),
+            sync_bytes: report.sync_bytes(),
+            sync_stall_seconds: report.sync_stall_ms() / 1e3,
             steps: report.steps.count,
             cache_hits: report.cache.persistent_hits,
             cache_misses: report.cache.recompiled_same_program,
@@ -109,13 +111,22 @@ impl ProcMetrics {
                 .iter()
                 .map(|d| Hbm {
                     device: d.device,
-                    in_use: d.last_bytes,
+                    in_use: d.in_use_bytes,
                     peak: d.peak_bytes,
                     limit: d.limit_bytes,
                 })
                 .collect(),
+            findings: FindingKind::ALL
+                .iter()
+                .map(|&k| {
+                    (
+                        k,
+                        report.findings.iter().filter(|f| f.kind == k).count() as u64,
+                    )
+                })
+                .collect(),
             dropped_events: info.map_or(0, |t| t.dropped_events),
-            errors: report.errors.iter().map(|e| e.count).sum(),
+            errors: report.error_total(),
             records: trace.events.len() as u64,
             frames_lost,
         })
@@ -253,6 +264,11 @@ pub fn families(host: &str, procs: &[ProcState<'_>]) -> Vec<Family> {
         Gauge,
         "Device memory the allocator can use, by device (when the plugin reports it).",
     );
+    let mut findings = Family::new(
+        "tpuscope_findings",
+        Gauge,
+        "Findings of `tpuscope report` on the trace so far, by kind (recompile, setup_compile, sync, cache, oom, hbm, graph_break, guard_failure, host). A gauge: a finding can go as the run goes on.",
+    );
     let mut dropped = Family::new(
         "tpuscope_dropped_events_total",
         Counter,
@@ -321,6 +337,9 @@ pub fn families(host: &str, procs: &[ProcState<'_>]) -> Vec<Family> {
                 hbm_limit.add(labels, limit as f64);
             }
         }
+        for (kind, n) in &m.findings {
+            findings.add(with(base.clone(), &[("kind", kind.to_string())]), *n as f64);
+        }
         dropped.add(base.clone(), m.dropped_events as f64);
         frames_lost.add(base.clone(), m.frames_lost as f64);
         errors.add(base.clone(), m.errors as f64);
@@ -348,6 +367,7 @@ pub fn families(host: &str, procs: &[ProcState<'_>]) -> Vec<Family> {
         hbm,
         hbm_peak,
         hbm_limit,
+        findings,
         dropped,
         frames_lost,
         errors,

@@ -1,5 +1,6 @@
 //! Snapshots of the `/metrics` exposition for the sample traces, each as one finished process:
-//! the report `Proc::analyse_if_due` makes, turned into families and encoded as on a scrape.
+//! the report `Proc::analyse_if_due` makes (dynamo's logs joined), turned into families and
+//! encoded as on a scrape.
 //! The snapshots are kept with the binary's others, in `cli/tests/snapshots/`.
 
 use std::path::Path;
@@ -25,11 +26,22 @@ fn exposition_of_sample_traces() {
             .join(rel);
         let trace = tpuscope_core::read_trace_file(&path).unwrap();
         let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
-        // As `Proc::analyse_if_due` analyses a stream when this was written.
-        let rep = report::analyze(&[Input {
-            path: format!("pid {pid}"),
-            trace: &trace,
-        }]);
+        // The report `tpuscope report` gives for the file (its dynamo logs beside it), which
+        // `Proc::analyse_if_due` gives for the same trace streamed by a run that recorded them.
+        let label = format!("pid {pid}");
+        let options = report::Options {
+            torch_logs: crate::torch_logs::find(None, Some(&path), Some(&trace), &label)
+                .into_iter()
+                .collect(),
+            ..report::Options::default()
+        };
+        let rep = report::build(
+            &[Input {
+                path: label,
+                trace: &trace,
+            }],
+            &options,
+        );
         let metrics = ProcMetrics::from_analysis(&trace, &rep).unwrap();
         let text = text::encode(&series::families(
             "endpoint-host",
