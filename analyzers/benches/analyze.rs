@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tpuscope_analyzers::report::{Input, Report, analyze};
 use tpuscope_core::event::*;
-use tpuscope_core::{Completeness, RawFrame, Record, Trace, TraceWriter, hlo, read_trace};
+use tpuscope_core::{Completeness, RawStackEntry, Record, Trace, TraceWriter, hlo, read_trace};
 
 /// The real programs, as the collector stored them (see sample_traces/hlo/README.md).
 const LR01_OPT: &[u8] =
@@ -124,10 +124,10 @@ fn check_decodes(format: &str, blob: &[u8]) {
     }
 }
 
-fn frames(frames: &[(&str, &str, u32)]) -> Vec<RawFrame> {
+fn frames(frames: &[(&str, &str, u32)]) -> Vec<RawStackEntry> {
     frames
         .iter()
-        .map(|&(file, function, line)| RawFrame {
+        .map(|&(file, function, line)| RawStackEntry {
             file: Arc::from(file),
             function: Arc::from(function),
             line,

@@ -11,7 +11,7 @@ use tpuscope_analyzers::report::{
 };
 use tpuscope_analyzers::{BudgetKey, Cause};
 use tpuscope_core::event::*;
-use tpuscope_core::{RawFrame, Record, Trace, TraceWriter, read_trace};
+use tpuscope_core::{RawStackEntry, Record, Trace, TraceWriter, read_trace};
 
 const MS: u64 = 1_000_000;
 
@@ -19,8 +19,8 @@ struct Run {
     w: TraceWriter<Vec<u8>>,
 }
 
-fn frame(file: &str, line: u32, function: &str) -> RawFrame {
-    RawFrame {
+fn frame(file: &str, line: u32, function: &str) -> RawStackEntry {
+    RawStackEntry {
         file: Arc::from(file),
         function: Arc::from(function),
         line,
@@ -234,7 +234,10 @@ fn lr(which: &str) -> Vec<u8> {
 
 /// The findings of one kind.
 fn findings_of<'a>(rep: &'a Report, kind: &str) -> Vec<&'a Finding> {
-    rep.findings.iter().filter(|f| f.kind.as_str() == kind).collect()
+    rep.findings
+        .iter()
+        .filter(|f| f.kind.as_str() == kind)
+        .collect()
 }
 
 fn report(traces: &[&Trace]) -> Report {
@@ -292,7 +295,11 @@ fn steady_state_recompiles_are_findings_with_the_values_and_line() {
     assert!(f.source.as_ref().unwrap().file.ends_with("jax_lr.py"));
     assert_eq!(rep.compiles.recompiles, 2);
     assert_eq!(rep.compiles.by_cause.get("constant_changed"), Some(&2));
-    assert!(rep.findings.iter().any(|x| x.kind == tpuscope_analyzers::report::FindingKind::Recompile));
+    assert!(
+        rep.findings
+            .iter()
+            .any(|x| x.kind == tpuscope_analyzers::report::FindingKind::Recompile)
+    );
 }
 
 #[test]
@@ -304,7 +311,11 @@ fn recompiles_during_warm_up_are_listed_but_not_findings() {
     assert!(!rep.recompiles[0].finding);
     assert_eq!(rep.compiles.recompiles, 0);
     assert_eq!(rep.compiles.warmup_recompiles, 1);
-    assert!(!rep.findings.iter().any(|x| x.kind == tpuscope_analyzers::report::FindingKind::Recompile));
+    assert!(
+        !rep.findings
+            .iter()
+            .any(|x| x.kind == tpuscope_analyzers::report::FindingKind::Recompile)
+    );
 }
 
 #[test]
@@ -326,7 +337,11 @@ fn syncs_group_by_the_user_line_and_steps_come_from_the_dominant_executable() {
     assert_eq!((src.file.as_str(), src.line), ("/home/me/train.py", 20));
     assert_eq!((s.count, s.bytes), (10, 40));
     assert!((s.stall_ms - 0.5).abs() < 1e-9, "{}", s.stall_ms);
-    assert!(rep.findings.iter().any(|f| f.kind == tpuscope_analyzers::report::FindingKind::Sync));
+    assert!(
+        rep.findings
+            .iter()
+            .any(|f| f.kind == tpuscope_analyzers::report::FindingKind::Sync)
+    );
 }
 
 #[test]
@@ -405,7 +420,8 @@ fn out_of_memory_gets_a_post_mortem() {
     assert!(
         rep.findings
             .iter()
-            .any(|f| f.kind == tpuscope_analyzers::report::FindingKind::Oom && f.suggestion.contains("huge"))
+            .any(|f| f.kind == tpuscope_analyzers::report::FindingKind::Oom
+                && f.suggestion.contains("huge"))
     );
     assert_eq!(rep.errors.len(), 1);
 }
@@ -534,7 +550,8 @@ fn successive_runs_are_ordered_by_start_and_cache_misses_cross_runs() {
     assert!(
         rep.findings
             .iter()
-            .any(|f| f.kind == tpuscope_analyzers::report::FindingKind::Cache && f.title.contains("never read back"))
+            .any(|f| f.kind == tpuscope_analyzers::report::FindingKind::Cache
+                && f.title.contains("never read back"))
     );
 }
 
@@ -699,7 +716,9 @@ fn set_up_compiles_are_a_finding_only_past_both_thresholds() {
     let t = flax_like(40_000, 30_000);
     let rep = report(&[&t]);
     assert!(
-        rep.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::SetupCompile),
+        rep.findings
+            .iter()
+            .all(|f| f.kind != tpuscope_analyzers::report::FindingKind::SetupCompile),
         "{:#?}",
         rep.findings
     );

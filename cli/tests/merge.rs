@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::{collector, repo_root, show, tpuscope, traces_in, venv_python};
 use tpuscope_core::event::*;
-use tpuscope_core::{RawFrame, Record, Trace, TraceWriter, align, read_traces_file};
+use tpuscope_core::{RawStackEntry, Record, Trace, TraceWriter, align, read_traces_file};
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
@@ -80,7 +80,7 @@ fn host_trace(h: &Host) -> Vec<u8> {
         .map(|&(mono_ns, wall_ns)| (mono_ns, Record::Clock(Clock { mono_ns, wall_ns })))
         .collect();
     let stack = w
-        .intern_stack(&[RawFrame {
+        .intern_stack(&[RawStackEntry {
             file: Arc::from("/home/me/train.py"),
             function: Arc::from("main"),
             line: 12,

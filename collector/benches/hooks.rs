@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use common::{cpu_client, cpu_plugin, f32_bytes, get_api, open, run_self, traces_in};
 use tpuscope_collector::recorder::{Event, Recorder};
-use tpuscope_core::RawFrame;
+use tpuscope_core::RawStackEntry;
 use tpuscope_core::Record;
 use tpuscope_core::event::{Execute, ExecuteComplete, Manifest, Sync as SyncRecord};
 use tpuscope_pjrt::abi::{
@@ -774,8 +774,8 @@ fn writer_bench(name: &str, n: usize, mut make: impl FnMut(u64) -> Event) -> Jso
 
 fn writer_benches() -> Json {
     let sig: Arc<str> = Arc::from("f32[256,512] f32[512,512] f32[512] f32[512,512]");
-    let frames: Vec<RawFrame> = (0..16)
-        .map(|i| RawFrame {
+    let frames: Vec<RawStackEntry> = (0..16)
+        .map(|i| RawStackEntry {
             file: format!("/home/user/project/model/layer{i}.py").into(),
             function: format!("forward_{i}").into(),
             line: 100 + i,

@@ -9,14 +9,14 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tpuscope_core::RawFrame;
+use tpuscope_core::RawStackEntry;
 
 /// Requests kept at most; a request whose `end` never came is dropped oldest-first beyond this.
 const MAX_PENDING: usize = 64;
 
 struct Request {
     token: u64,
-    stack: Vec<RawFrame>,
+    stack: Vec<RawStackEntry>,
     claimed: bool,
 }
 
@@ -24,7 +24,7 @@ static TABLE: Mutex<Vec<Request>> = Mutex::new(Vec::new());
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
 
 /// Registers a compile request with the requesting thread's stack; returns its token (never 0).
-pub fn begin(stack: Vec<RawFrame>) -> u64 {
+pub fn begin(stack: Vec<RawStackEntry>) -> u64 {
     let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
     if let Ok(mut t) = TABLE.lock() {
         if t.len() >= MAX_PENDING {
@@ -56,7 +56,7 @@ pub fn end(token: u64) {
 /// oldest is the best guess, since backends tend to start compiles in request order, but it can
 /// be wrong. Once claimed, a request is not handed out again, so two concurrent compiles never
 /// both get the same stack.
-pub fn take_pending_compile_stack() -> Option<Vec<RawFrame>> {
+pub fn take_pending_compile_stack() -> Option<Vec<RawStackEntry>> {
     let mut t = TABLE.lock().ok()?;
     let r = t.iter_mut().find(|r| !r.claimed)?;
     r.claimed = true;
@@ -72,8 +72,8 @@ pub fn active() -> usize {
 mod tests {
     use super::*;
 
-    fn frame(f: &str) -> Vec<RawFrame> {
-        vec![RawFrame {
+    fn frame(f: &str) -> Vec<RawStackEntry> {
+        vec![RawStackEntry {
             file: f.into(),
             function: "f".into(),
             line: 1,

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_queue::ArrayQueue;
-use tpuscope_core::RawFrame;
+use tpuscope_core::RawStackEntry;
 use tpuscope_core::event::Record;
 
 /// A blob (program, optimized HLO, compile options) the writer stores once per hash.
@@ -105,7 +105,7 @@ pub struct Event {
     /// Element type name the writer copies into `Transfer::dtype` (empty: kept).
     pub dtype: &'static str,
     /// Python stack (innermost first); the writer interns it into the record's `stack` field.
-    pub stack: Option<Vec<RawFrame>>,
+    pub stack: Option<Vec<RawStackEntry>>,
     /// Argument signature of an execute; interned into `Execute::arg_signature`.
     pub signature: Option<Arc<str>>,
     /// Blobs to store before the record (compiles and loads only: boxed, so the common event

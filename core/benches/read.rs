@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tpuscope_core::event::*;
 use tpuscope_core::format;
 use tpuscope_core::reader::{FrameItem, FrameIter};
-use tpuscope_core::{Completeness, RawFrame, Record, TraceWriter, read_trace};
+use tpuscope_core::{Completeness, RawStackEntry, Record, TraceWriter, read_trace};
 
 struct XorShift(u64);
 
@@ -43,12 +43,12 @@ fn realistic_trace(target_bytes: usize) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("writer: {e}"));
     let stack = w
         .intern_stack(&[
-            RawFrame {
+            RawStackEntry {
                 file: "/src/model.py".into(),
                 function: "forward".into(),
                 line: 120,
             },
-            RawFrame {
+            RawStackEntry {
                 file: "/src/train.py".into(),
                 function: "train_step".into(),
                 line: 44,

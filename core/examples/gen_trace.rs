@@ -9,7 +9,7 @@ use std::io::BufWriter;
 use std::process::ExitCode;
 
 use tpuscope_core::event::*;
-use tpuscope_core::{RawFrame, Record, TraceWriter};
+use tpuscope_core::{RawStackEntry, Record, TraceWriter};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -40,12 +40,12 @@ fn write(n: u64, out: &str) -> std::io::Result<()> {
     let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(out)?);
     let mut w = TraceWriter::new(file, &manifest)?;
     let stack = w.intern_stack(&[
-        RawFrame {
+        RawStackEntry {
             file: "/src/model.py".into(),
             function: "forward".into(),
             line: 120,
         },
-        RawFrame {
+        RawStackEntry {
             file: "/src/train.py".into(),
             function: "train_step".into(),
             line: 44,

@@ -113,9 +113,9 @@ pub struct StringDef {
     pub text: String,
 }
 
-/// One Python frame of an interned stack.
+/// One Python stack entry (file, function, line) of an interned stack.
 #[derive(Clone, PartialEq, Eq, Hash, Message)]
-pub struct Frame {
+pub struct StackEntry {
     #[prost(uint32, tag = "1")]
     pub file: StringId,
     #[prost(uint32, tag = "2")]
@@ -130,7 +130,7 @@ pub struct StackDef {
     #[prost(uint32, tag = "1")]
     pub id: StackId,
     #[prost(message, repeated, tag = "2")]
-    pub frames: Vec<Frame>,
+    pub frames: Vec<StackEntry>,
 }
 
 /// A content-addressed blob (a program, an optimized HLO, compile options), stored once per hash.

@@ -25,4 +25,4 @@ pub use reader::{
     read_traces_file,
 };
 pub use stream::{Streamed, TraceStream};
-pub use writer::{RawFrame, TraceWriter};
+pub use writer::{RawStackEntry, TraceWriter};

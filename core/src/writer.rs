@@ -4,13 +4,15 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use crate::event::{Blob, Frame, Manifest, Note, Record, StackDef, StackId, StringDef, StringId};
+use crate::event::{
+    Blob, Manifest, Note, Record, StackDef, StackEntry, StackId, StringDef, StringId,
+};
 use crate::format;
 
-/// A frame of a stack before interning: file, function, line. Names are shared (`Arc<str>`): a
+/// A stack entry before interning: file, function, line. Names are shared (`Arc<str>`): a
 /// stack capture copies a code object's cached names instead of allocating them per frame.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct RawFrame {
+pub struct RawStackEntry {
     pub file: Arc<str>,
     pub function: Arc<str>,
     pub line: u32,
@@ -25,7 +27,7 @@ pub struct TraceWriter<W: Write> {
     /// same `Arc` every time, so this skips hashing the text. The `Arc` is kept, so its address
     /// cannot be reused for other text while it is here.
     shared: HashMap<usize, (Arc<str>, StringId)>,
-    stacks: HashMap<Vec<Frame>, StackId>,
+    stacks: HashMap<Vec<StackEntry>, StackId>,
     blobs: HashMap<u64, ()>,
     payload: Vec<u8>,
     frame: Vec<u8>,
@@ -106,13 +108,13 @@ impl<W: Write> TraceWriter<W> {
 
     /// Returns the id of a stack (innermost frame first), writing its definition the first time.
     /// An empty stack is id 0.
-    pub fn intern_stack(&mut self, frames: &[RawFrame]) -> io::Result<StackId> {
+    pub fn intern_stack(&mut self, frames: &[RawStackEntry]) -> io::Result<StackId> {
         if frames.is_empty() {
             return Ok(0);
         }
         let mut interned = Vec::with_capacity(frames.len());
         for f in frames {
-            interned.push(Frame {
+            interned.push(StackEntry {
                 file: self.intern_shared(&f.file)?,
                 function: self.intern_shared(&f.function)?,
                 line: f.line,

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use tpuscope_core::event::*;
-use tpuscope_core::{Completeness, RawFrame, Record, TraceWriter, read_trace};
+use tpuscope_core::{Completeness, RawStackEntry, Record, TraceWriter, read_trace};
 
 fn manifest() -> Manifest {
     Manifest {
@@ -15,7 +15,7 @@ fn manifest() -> Manifest {
 fn sample() -> Vec<u8> {
     let mut w = TraceWriter::new(Vec::new(), &manifest()).unwrap();
     let st = w
-        .intern_stack(&[RawFrame {
+        .intern_stack(&[RawStackEntry {
             file: "t.py".into(),
             function: "f".into(),
             line: 3,
@@ -94,7 +94,7 @@ fn oversized_blob_becomes_a_note() {
 #[test]
 fn the_agents_own_frames_are_dropped_from_stacks() {
     let mut w = TraceWriter::new(Vec::new(), &manifest()).unwrap();
-    let frame = |file: &str, line| RawFrame {
+    let frame = |file: &str, line| RawStackEntry {
         file: file.into(),
         function: "f".into(),
         line,

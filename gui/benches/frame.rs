@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use eframe::egui;
 use tpuscope_core::event::*;
-use tpuscope_core::{RawFrame, Record, TraceWriter, read_trace};
+use tpuscope_core::{RawStackEntry, Record, TraceWriter, read_trace};
 use tpuscope_gui::{App, Source, Tab};
 
 const DEVICES: u32 = 4;
@@ -38,12 +38,12 @@ fn generate(target_events: u64) -> Vec<u8> {
     };
     let mut w = ok(TraceWriter::new(Vec::with_capacity(80 << 20), &manifest));
     let stack = ok(w.intern_stack(&[
-        RawFrame {
+        RawStackEntry {
             file: Arc::from("/site-packages/jax/_src/array.py"),
             function: Arc::from("__float__"),
             line: 290,
         },
-        RawFrame {
+        RawStackEntry {
             file: Arc::from("/home/me/train.py"),
             function: Arc::from("main"),
             line: 57,

@@ -25,7 +25,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tpuscope_analyzers::report::{Input, analyze};
 use tpuscope_core::event::*;
-use tpuscope_core::{RawFrame, Record, TraceWriter, read_trace};
+use tpuscope_core::{RawStackEntry, Record, TraceWriter, read_trace};
 use tpuscope_tui::{App, Extra, Model, RunState, view};
 
 const LR01_OPT: &[u8] =
@@ -84,9 +84,9 @@ fn patched(blob: &[u8], at: usize, v: f32) -> Vec<u8> {
     b
 }
 
-fn frames(list: &[(&str, &str, u32)]) -> Vec<RawFrame> {
+fn frames(list: &[(&str, &str, u32)]) -> Vec<RawStackEntry> {
     list.iter()
-        .map(|&(file, function, line)| RawFrame {
+        .map(|&(file, function, line)| RawStackEntry {
             file: Arc::from(file),
             function: Arc::from(function),
             line,

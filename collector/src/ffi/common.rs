@@ -1,7 +1,7 @@
 //! What the hook modules (`hooks`, `transfers`, `memory`) share: the real slot of a hook, the
 //! usual timed hook body, error records, stack capture, and recording an event.
 
-use tpuscope_core::RawFrame;
+use tpuscope_core::RawStackEntry;
 use tpuscope_core::event::{ErrorEvent, ErrorInfo, Record};
 use tpuscope_pjrt::abi::{PjrtError, PjrtFn};
 
@@ -56,7 +56,7 @@ pub(super) unsafe fn timed<A>(
 pub(super) fn record_error(
     api: &'static str,
     err: *mut PjrtError,
-    stack: Option<&[RawFrame]>,
+    stack: Option<&[RawStackEntry]>,
 ) -> Option<ErrorInfo> {
     if err.is_null() {
         return None;
@@ -74,7 +74,7 @@ pub(super) fn record_error(
         }),
         api,
     );
-    ev.stack = stack.map(<[RawFrame]>::to_vec);
+    ev.stack = stack.map(<[RawStackEntry]>::to_vec);
     recorder::record(ev);
     Some(ErrorInfo {
         code: st.code,
@@ -92,7 +92,7 @@ pub(super) fn pass_error(api: &'static str, err: *mut PjrtError) -> *mut PjrtErr
 }
 
 /// The calling thread's Python stack, when stacks are on and there is one.
-pub(super) fn stack() -> Option<Vec<RawFrame>> {
+pub(super) fn stack() -> Option<Vec<RawStackEntry>> {
     if !session::config().stacks {
         return None;
     }
@@ -101,7 +101,7 @@ pub(super) fn stack() -> Option<Vec<RawFrame>> {
 
 /// Records `record` with its stack; the writer fills its name field from `name` (see
 /// `Event::name`).
-pub(super) fn push(record: Record, name: &'static str, stack: Option<Vec<RawFrame>>) {
+pub(super) fn push(record: Record, name: &'static str, stack: Option<Vec<RawStackEntry>>) {
     let mut ev = Event::named(record, name);
     ev.stack = stack;
     recorder::record(ev);

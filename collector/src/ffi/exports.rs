@@ -5,7 +5,7 @@
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use tpuscope_core::RawFrame;
+use tpuscope_core::RawStackEntry;
 use tpuscope_core::event::{Record, Step};
 
 use super::python::{self, Path, SelfCheck};
@@ -104,7 +104,7 @@ pub extern "C" fn tpuscope_compile_request_end(token: u64) {
 
 /// Drops the innermost frames that belong to the agent itself (its wrapper around the frontend's
 /// compile function): the stack should start in the frontend.
-fn strip_agent_frames(mut stack: Vec<RawFrame>) -> Vec<RawFrame> {
+fn strip_agent_frames(mut stack: Vec<RawStackEntry>) -> Vec<RawStackEntry> {
     let n = stack
         .iter()
         .take_while(|f| f.file.contains("tpuscope_agent"))
@@ -129,7 +129,7 @@ unsafe fn write_out(text: &str, out: *mut u8, len: usize) -> usize {
     n
 }
 
-fn render(result: Result<(Vec<RawFrame>, Path), &'static str>) -> (String, bool) {
+fn render(result: Result<(Vec<RawStackEntry>, Path), &'static str>) -> (String, bool) {
     match result {
         Ok((stack, path)) => {
             let mut s = String::from(match path {

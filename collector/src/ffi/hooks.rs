@@ -17,7 +17,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tpuscope_core::RawFrame;
+use tpuscope_core::RawStackEntry;
 use tpuscope_core::event::{
     CacheLoad, CacheStore, Client, Compile, CompiledMemoryStats, DeviceInfo, ErrorInfo, Execute,
     ExecuteComplete, KeyValue, Load, Record,
@@ -149,7 +149,7 @@ fn note_stack_unavailable(reason: &'static str) {
 
 /// The Python stack that asked for a compile or load: the calling thread's own frames, or the
 /// stack the agent registered for a request in flight (JAX compiles on a worker thread).
-fn request_stack() -> Option<Vec<RawFrame>> {
+fn request_stack() -> Option<Vec<RawStackEntry>> {
     if !session::config().stacks {
         return None;
     }

@@ -20,7 +20,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use tpuscope_core::RawFrame;
+use tpuscope_core::RawStackEntry;
 
 /// Frames kept per stack (innermost first).
 pub const MAX_FRAMES: usize = 32;
@@ -421,12 +421,12 @@ unsafe fn rd_usize(base: usize, off: usize) -> usize {
 }
 
 /// The Python stack of the calling thread, innermost first, at most `MAX_FRAMES` frames.
-pub fn capture_stack() -> Result<Vec<RawFrame>, &'static str> {
+pub fn capture_stack() -> Result<Vec<RawStackEntry>, &'static str> {
     capture_stack_with(MAX_FRAMES).map(|(s, _)| s)
 }
 
 /// Like `capture_stack` with a frame limit, also saying which reader ran.
-pub fn capture_stack_with(max: usize) -> Result<(Vec<RawFrame>, Path), &'static str> {
+pub fn capture_stack_with(max: usize) -> Result<(Vec<RawStackEntry>, Path), &'static str> {
     let api = api().ok_or(ERR_NOT_PYTHON)?;
     // A self-check that failed before the recorder existed still owes its note (one load).
     owe_note();
@@ -502,7 +502,7 @@ unsafe fn api_walk(
     max: usize,
     check_offsets: bool,
     mut cache: Option<&mut CodeCache>,
-) -> Result<Vec<RawFrame>, &'static str> {
+) -> Result<Vec<RawStackEntry>, &'static str> {
     let mut out = Vec::with_capacity(max.min(MAX_FRAMES));
     // SAFETY: (whole body) GIL held; the C API is used per its reference rules: PyEval_GetFrame
     // is borrowed, PyFrame_GetCode / PyFrame_GetBack / PyObject_GetAttrString return new refs.
@@ -530,7 +530,7 @@ unsafe fn api_walk(
                             e.line = line_of();
                             e.offset = offset;
                         }
-                        Some(RawFrame {
+                        Some(RawStackEntry {
                             file: e.file.clone(),
                             function: e.function.clone(),
                             line: e.line,
@@ -543,7 +543,7 @@ unsafe fn api_walk(
                     None => {
                         let (file, function) =
                             code_names_api(api, code, check_offsets, &mut mismatch);
-                        RawFrame {
+                        RawStackEntry {
                             file,
                             function,
                             line: line_of(),
@@ -667,7 +667,7 @@ unsafe fn direct_walk(
     tstate: PyObj,
     max: usize,
     mut cache: Option<&mut CodeCache>,
-) -> Vec<RawFrame> {
+) -> Vec<RawStackEntry> {
     let Some(l) = api.layout else {
         return Vec::new();
     };
@@ -722,7 +722,7 @@ unsafe fn direct_walk(
                                 e.line = line_of();
                                 e.offset = offset;
                             }
-                            RawFrame {
+                            RawStackEntry {
                                 file: e.file.clone(),
                                 function: e.function.clone(),
                                 line: e.line,
@@ -730,7 +730,7 @@ unsafe fn direct_walk(
                         }
                         None => {
                             let (file, function) = names();
-                            RawFrame {
+                            RawStackEntry {
                                 file,
                                 function,
                                 line: line_of(),

@@ -35,7 +35,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tpuscope_core::RawFrame;
+use tpuscope_core::RawStackEntry;
 use tpuscope_core::event::{Direction, ErrorInfo, Record, Sync as SyncRecord, Transfer};
 use tpuscope_pjrt::abi::{
     self as pjrt, AsyncH2dDestroyArgs, AsyncH2dRetrieveBufferArgs, AsyncH2dTransferDataArgs,
@@ -131,7 +131,7 @@ struct TransferEv {
 }
 
 impl TransferEv {
-    fn push(self, stack: Option<Vec<RawFrame>>) {
+    fn push(self, stack: Option<Vec<RawStackEntry>>) {
         let mut ev = Event::named(Record::Transfer(Box::new(self.transfer)), self.api);
         ev.dtype = self.dtype;
         ev.stack = stack;
@@ -605,7 +605,7 @@ unsafe extern "C" fn h2d_destroy(args: *mut AsyncH2dDestroyArgs) -> *mut PjrtErr
 /// A D2H copy whose completion event the caller holds: recorded once the caller waited for it.
 struct PendingCopy {
     transfer: TransferEv,
-    stack: Option<Vec<RawFrame>>,
+    stack: Option<Vec<RawStackEntry>>,
 }
 
 /// Copies in flight by event pointer, and how many (so the event hooks skip the lock when none).
@@ -785,7 +785,7 @@ thread_local! {
 struct PendingRead {
     buffer: usize,
     transfer: TransferEv,
-    stack: Option<Vec<RawFrame>>,
+    stack: Option<Vec<RawStackEntry>>,
     /// End of the Increase call (the read's end when no wait follows).
     t_end: u64,
     /// Time this collector spent recording the read before its wait (not the caller's time).
@@ -1101,7 +1101,7 @@ enum Waited {
         thread: u32,
         buffer: usize,
         t0: u64,
-        stack: Option<Vec<RawFrame>>,
+        stack: Option<Vec<RawStackEntry>>,
     },
     /// A D2H copy's completion.
     Copy(PendingCopy),

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use tpuscope_core::event::*;
 use tpuscope_core::format;
-use tpuscope_core::{RawFrame, Record, TraceWriter};
+use tpuscope_core::{RawStackEntry, Record, TraceWriter};
 
 pub const ALL_KINDS: &str = "v1.0-all-kinds.tps";
 pub const UNKNOWN_KIND: &str = "v1.0-unknown-kind.tps";
@@ -119,19 +119,19 @@ fn all_kinds_body() -> TraceWriter<Vec<u8>> {
         })),
     );
     let train = [
-        RawFrame {
+        RawStackEntry {
             file: "/src/model.py".into(),
             function: "forward".into(),
             line: 120,
         },
-        RawFrame {
+        RawStackEntry {
             file: "/src/train.py".into(),
             function: "train_step".into(),
             line: 44,
         },
     ];
     let stack_train = ok(w.intern_stack(&train));
-    let stack_eval = ok(w.intern_stack(&[RawFrame {
+    let stack_eval = ok(w.intern_stack(&[RawStackEntry {
         file: "/src/train.py".into(),
         function: "evaluate".into(),
         line: 80,
