@@ -2,9 +2,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
-use tpuscope_analyzers::hlo_text::{HloLine, RowKind, SideRow, module_lines, side_by_side};
+use tpuscope_analyzers::hlo_text::{
+    DIFF_BUDGET_STEPS, HloLine, RowKind, SideBySide, SideRow, module_lines, side_by_side,
+    side_by_side_within,
+};
 use tpuscope_core::hlo::{
     self, HloComputationProto, HloInstructionProto, HloModuleProto, LiteralProto, OpMetadata,
     PrimitiveType, ShapeProto, decode_program, hlo_instruction_proto::SliceDimensions,
@@ -491,15 +493,23 @@ fn big_module(n: usize, constant_of: impl Fn(usize) -> f32) -> HloModuleProto {
     }
 }
 
-fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
-    let t = Instant::now();
-    let v = f();
-    (v, t.elapsed())
+/// `big_module(n)` with nothing in common with `big_module`'s others: other constants, other
+/// numbering, multiplies instead of adds.
+fn unrelated_module(n: usize) -> HloModuleProto {
+    let mut d = renumbered(&big_module(n, |i| i as f32 + 0.5), 1_000_000);
+    for i in &mut d.computations[0].instructions {
+        if i.opcode == "add" {
+            i.opcode = "multiply".into();
+        }
+        i.name = i.name.replace("add", "multiply");
+    }
+    d
 }
 
-/// Debug builds are several times slower than the release GUI; the budget here is loose enough
-/// for them and still catches a quadratic blow-up (which takes many seconds at this size).
-const DEBUG_BUDGET: Duration = Duration::from_secs(3);
+/// Lines of the longer listing.
+fn lines_of(a: &HloModuleProto, b: &HloModuleProto) -> u64 {
+    module_lines(a).len().max(module_lines(b).len()) as u64
+}
 
 #[test]
 fn ten_thousand_instructions_diff_quickly() {
@@ -509,9 +519,12 @@ fn ten_thousand_instructions_diff_quickly() {
         10_000,
         |i| if i % 100 == 1 { -(i as f32) } else { i as f32 },
     );
-    let (rows, took) = timed(|| side_by_side(&a, &b));
-    eprintln!("10k instructions, same structure: {took:?}");
-    assert!(took < DEBUG_BUDGET, "{took:?}");
+    let s = side_by_side_within(&a, &b, DIFF_BUDGET_STEPS);
+    // Work, not time: a few steps a line, where a quadratic blow-up takes millions.
+    eprintln!("10k instructions, same structure: {} steps", s.steps);
+    assert!(!s.budget_exhausted);
+    assert!(s.steps <= 4 * lines_of(&a, &b), "{}", s.steps);
+    let rows = s.rows;
     check_rows(&a, &b, &rows);
     let expected = (0..a.computations[0].instructions.len())
         .filter(|i| i % 100 == 1 && *i > 0)
@@ -524,28 +537,61 @@ fn ten_thousand_instructions_diff_quickly() {
     // An instruction removed from the middle: the line diff path.
     let mut c = b.clone();
     c.computations[0].instructions.remove(5_001);
-    let (rows, took) = timed(|| side_by_side(&a, &c));
-    eprintln!("10k instructions, one removed: {took:?}");
-    assert!(took < DEBUG_BUDGET, "{took:?}");
+    let s = side_by_side_within(&a, &c, DIFF_BUDGET_STEPS);
+    eprintln!("10k instructions, one removed: {} steps", s.steps);
+    assert!(!s.budget_exhausted);
+    // 100 changed lines and one removed among 10,000: about 11 steps a line.
+    assert!(s.steps <= 20 * lines_of(&a, &c), "{}", s.steps);
+    let rows = s.rows;
     check_rows(&a, &c, &rows);
     assert_eq!(
         rows.iter().filter(|r| r.kind == RowKind::OnlyLeft).count(),
         1
     );
 
-    // Nothing in common: the diff gives up on time rather than going quadratic.
-    let d = renumbered(&big_module(10_000, |i| i as f32 + 0.5), 1_000_000);
-    let mut d = d;
-    for i in &mut d.computations[0].instructions {
-        i.opcode = if i.opcode == "add" {
-            "multiply".into()
-        } else {
-            i.opcode.clone()
-        };
-        i.name = i.name.replace("add", "multiply");
-    }
-    let (rows, took) = timed(|| side_by_side(&a, &d));
-    eprintln!("10k instructions, all different: {took:?}");
-    assert!(took < DEBUG_BUDGET, "{took:?}");
-    check_rows(&a, &d, &rows);
+    // Nothing in common: a_diff_past_its_budget_says_so_and_is_the_same_every_time.
+}
+
+/// The budget is a count of steps, not a clock: two large listings with nothing in common run
+/// past it, say so, and align the same way every time (and on every machine).
+#[test]
+fn a_diff_past_its_budget_says_so_and_is_the_same_every_time() {
+    // Nothing in common: the diff gives up at its budget rather than going quadratic.
+    let a = big_module(10_000, |i| i as f32);
+    let d = unrelated_module(10_000);
+    let first: SideBySide = side_by_side_within(&a, &d, DIFF_BUDGET_STEPS);
+    eprintln!("10k instructions, all different: {} steps", first.steps);
+    assert!(first.budget_exhausted);
+    // The last round of the search may overshoot by at most one pass over the diagonals.
+    assert!(
+        first.steps < DIFF_BUDGET_STEPS + 4 * lines_of(&a, &d),
+        "{}",
+        first.steps
+    );
+    assert_eq!(first, side_by_side_within(&a, &d, DIFF_BUDGET_STEPS));
+    check_rows(&a, &d, &first.rows);
+    // What the diff did not get to is shown as replaced: past the ends that match (the
+    // parameter line, the closing brace), every row is one-sided.
+    let paired = first
+        .rows
+        .iter()
+        .filter(|r| matches!(r.kind, RowKind::Same | RowKind::Changed))
+        .count();
+    assert!(paired <= 4, "{paired} rows paired");
+
+    // Smaller listings of the same kind fit in the budget: the diff finishes and pairs the
+    // lines of the same instruction as changed.
+    let a = big_module(1_000, |i| i as f32);
+    let d = unrelated_module(1_000);
+    let whole = side_by_side_within(&a, &d, DIFF_BUDGET_STEPS);
+    assert!(!whole.budget_exhausted, "{} steps", whole.steps);
+    assert_eq!(side_by_side(&a, &d), whole.rows);
+    assert!(whole.rows.iter().any(|r| r.kind == RowKind::Changed));
+    check_rows(&a, &d, &whole.rows);
+    // The same pair with a budget too small for it stops short the same way every time.
+    let cut = side_by_side_within(&a, &d, whole.steps / 2);
+    assert!(cut.budget_exhausted);
+    assert_eq!(cut, side_by_side_within(&a, &d, whole.steps / 2));
+    assert!(cut.rows.len() > whole.rows.len());
+    check_rows(&a, &d, &cut.rows);
 }

@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
-use std::time::{Duration, Instant};
 
-use similar::{Algorithm, DiffTag, capture_diff_slices, capture_diff_slices_deadline};
+use similar::{Algorithm, DiffTag, capture_diff_slices};
 use tpuscope_core::hlo::{self, HloComputationProto, HloModuleProto};
 use xxhash_rust::xxh3::Xxh3;
 
+use super::myers::{self, WorkBudget};
 use super::print::{HloLine, module_lines};
 
 /// How a row of the side-by-side view compares.
@@ -35,9 +35,24 @@ pub struct SideRow {
     pub right_spans: Vec<(usize, usize)>,
 }
 
-/// A line diff gives up after this long and reports the rest of its hunk as replaced: a
-/// pathological pair of modules must not freeze the GUI.
-const DIFF_BUDGET: Duration = Duration::from_millis(60);
+/// Steps of diff work (diagonals visited and lines compared) one alignment may take before the
+/// rest of each hunk is reported as replaced: a pathological pair of modules must not freeze the
+/// GUI. A count rather than a clock, so that the same pair aligns the same way on every machine.
+/// At about 4.2 ns a step (release build, one core of a 2-core cloud VM) this is the 60 ms the
+/// diff was given when it was timed: two 10,000-line listings with nothing in common take about
+/// 85 ms in all, as they did then, and 2,000-line ones still finish (in 6 million steps).
+pub const DIFF_BUDGET_STEPS: u64 = 14_000_000;
+
+/// Two listings aligned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SideBySide {
+    pub rows: Vec<SideRow>,
+    /// The diff ran out of its budget: some lines shown as only on one side may have a match on
+    /// the other.
+    pub budget_exhausted: bool,
+    /// Steps of diff work taken (see [`DIFF_BUDGET_STEPS`]).
+    pub steps: u64,
+}
 
 /// A listing with what the alignment compares.
 struct Listing {
@@ -211,12 +226,16 @@ fn normalized_hash(line: &str, buf: &mut String) -> u64 {
 /// line diff. Rows whose lines are the same instruction (or computation header) but differ in
 /// text are `Changed`, with the differing tokens' byte ranges in the spans.
 pub fn side_by_side(a: &HloModuleProto, b: &HloModuleProto) -> Vec<SideRow> {
+    side_by_side_within(a, b, DIFF_BUDGET_STEPS).rows
+}
+
+/// [`side_by_side`] with a budget of `steps` of diff work, saying whether it ran out.
+pub fn side_by_side_within(a: &HloModuleProto, b: &HloModuleProto, steps: u64) -> SideBySide {
     let la = listing(a);
     let lb = listing(b);
-    let deadline = Instant::now() + DIFF_BUDGET;
+    let mut budget = WorkBudget::new(steps);
     let mut rows = Vec::with_capacity(la.lines.len().max(lb.lines.len()));
-    let ops =
-        capture_diff_slices_deadline(Algorithm::Myers, &la.comp_key, &lb.comp_key, Some(deadline));
+    let ops = myers::diff(&la.comp_key, &lb.comp_key, &mut budget);
     for op in ops {
         let (tag, ra, rb) = op.as_tag_tuple();
         match tag {
@@ -230,11 +249,15 @@ pub fn side_by_side(a: &HloModuleProto, b: &HloModuleProto) -> Vec<SideRow> {
             DiffTag::Delete | DiffTag::Insert | DiffTag::Replace => {
                 let lines_a = span_of(&la.comp_lines, ra);
                 let lines_b = span_of(&lb.comp_lines, rb);
-                align_lines(&la, lines_a, &lb, lines_b, deadline, &mut rows);
+                align_lines(&la, lines_a, &lb, lines_b, &mut budget, &mut rows);
             }
         }
     }
-    rows
+    SideBySide {
+        rows,
+        budget_exhausted: budget.exhausted(),
+        steps: budget.spent(),
+    }
 }
 
 /// The lines of a run of computations.
@@ -247,30 +270,25 @@ fn span_of(comp_lines: &[Range<usize>], comps: Range<usize>) -> Range<usize> {
     }
 }
 
-/// Myers diff of `a[ra]` and `b[rb]`, its ranges given in indexes of `a` and `b`.
+/// Myers diff (within the budget) of `a[ra]` and `b[rb]`, its ranges given in indexes of `a` and `b`.
 fn diff_ranges(
     a: &[u64],
     ra: Range<usize>,
     b: &[u64],
     rb: Range<usize>,
-    deadline: Instant,
+    budget: &mut WorkBudget,
 ) -> Vec<(DiffTag, Range<usize>, Range<usize>)> {
-    capture_diff_slices_deadline(
-        Algorithm::Myers,
-        &a[ra.clone()],
-        &b[rb.clone()],
-        Some(deadline),
-    )
-    .iter()
-    .map(|op| {
-        let (tag, oa, ob) = op.as_tag_tuple();
-        (
-            tag,
-            oa.start + ra.start..oa.end + ra.start,
-            ob.start + rb.start..ob.end + rb.start,
-        )
-    })
-    .collect()
+    myers::diff(&a[ra.clone()], &b[rb.clone()], budget)
+        .iter()
+        .map(|op| {
+            let (tag, oa, ob) = op.as_tag_tuple();
+            (
+                tag,
+                oa.start + ra.start..oa.end + ra.start,
+                ob.start + rb.start..ob.end + rb.start,
+            )
+        })
+        .collect()
 }
 
 /// Aligns two runs of lines by a diff of their normalized text; within a replaced block, lines
@@ -280,10 +298,10 @@ fn align_lines(
     ra: Range<usize>,
     lb: &Listing,
     rb: Range<usize>,
-    deadline: Instant,
+    budget: &mut WorkBudget,
     rows: &mut Vec<SideRow>,
 ) {
-    for (tag, oa, ob) in diff_ranges(&la.text_key, ra, &lb.text_key, rb, deadline) {
+    for (tag, oa, ob) in diff_ranges(&la.text_key, ra, &lb.text_key, rb, budget) {
         match tag {
             DiffTag::Equal => {
                 for (x, y) in oa.zip(ob) {
@@ -292,7 +310,7 @@ fn align_lines(
             }
             DiffTag::Delete => rows.extend(oa.map(|x| only_left(&la.lines[x].text))),
             DiffTag::Insert => rows.extend(ob.map(|y| only_right(&lb.lines[y].text))),
-            DiffTag::Replace => pair_replaced(la, oa, lb, ob, deadline, rows),
+            DiffTag::Replace => pair_replaced(la, oa, lb, ob, budget, rows),
         }
     }
 }
@@ -304,10 +322,10 @@ fn pair_replaced(
     ra: Range<usize>,
     lb: &Listing,
     rb: Range<usize>,
-    deadline: Instant,
+    budget: &mut WorkBudget,
     rows: &mut Vec<SideRow>,
 ) {
-    for (tag, oa, ob) in diff_ranges(&la.ident_key, ra, &lb.ident_key, rb, deadline) {
+    for (tag, oa, ob) in diff_ranges(&la.ident_key, ra, &lb.ident_key, rb, budget) {
         match tag {
             DiffTag::Equal => {
                 for (x, y) in oa.zip(ob) {
