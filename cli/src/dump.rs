@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
+use tpuscope_analyzers::describe::{self, ExecutableNames};
 use tpuscope_core::event::Record;
 use tpuscope_core::json::{manifest_json, record_json};
 use tpuscope_core::{ReadError, Streamed, Trace, TraceStream};
@@ -99,6 +100,8 @@ struct Segment {
     started: bool,
     /// Events read before the manifest line could be printed (JSON: waiting for the client).
     waiting: Vec<Record>,
+    /// Executable names learned from this segment's records so far (text lines name them).
+    names: ExecutableNames,
 }
 
 impl Segment {
@@ -107,6 +110,7 @@ impl Segment {
             as_json,
             started: false,
             waiting: Vec::new(),
+            names: ExecutableNames::new(),
         }
     }
 
@@ -136,11 +140,12 @@ impl Segment {
         Ok(())
     }
 
-    fn record(&self, trace: &Trace, r: &Record, out: &mut impl Write) -> io::Result<()> {
+    fn record(&mut self, trace: &Trace, r: &Record, out: &mut impl Write) -> io::Result<()> {
         if self.as_json {
             writeln!(out, "{}", record_json(trace, r))
         } else {
-            text_record(trace, r, out)
+            describe::learn_name(&mut self.names, r);
+            text_record(trace, r, &self.names, out)
         }
     }
 
@@ -248,26 +253,6 @@ fn segment_warnings(path: &Path, trace: &Trace, warnings: &mut Warnings) {
     }
 }
 
-fn ms(ns: u64) -> String {
-    format!("{:.3}ms", ns as f64 / 1e6)
-}
-
-fn top_frame(trace: &Trace, stack: u32) -> String {
-    trace
-        .stacks
-        .get(&stack)
-        .and_then(|s| s.frames.first())
-        .map(|f| {
-            format!(
-                "  at {}:{} {}",
-                trace.string(f.file),
-                f.line,
-                trace.string(f.function)
-            )
-        })
-        .unwrap_or_default()
-}
-
 fn text_header(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     if let Some(m) = &trace.manifest {
         writeln!(
@@ -294,89 +279,29 @@ fn text_header(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-fn text_record(trace: &Trace, r: &Record, out: &mut impl Write) -> io::Result<()> {
+/// One record, one line: the time since the process started, then the record as every view
+/// words it.
+fn text_record(
+    trace: &Trace,
+    r: &Record,
+    names: &ExecutableNames,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let Some(d) = describe::record(trace, r, names) else {
+        return Ok(());
+    };
     let t0 = trace
         .manifest
         .as_ref()
         .map(|m| m.start_mono_ns)
         .unwrap_or(0);
-    {
-        let t = r.t_ns().map(|t| t.saturating_sub(t0)).unwrap_or(0);
-        let line = match r {
-            Record::Client(c) => format!(
-                "client {} {} ({} devices)",
-                c.platform_name,
-                c.platform_version,
-                c.devices.len()
-            ),
-            Record::Compile(c) => format!(
-                "compile {} {} {}B in {}{}{}",
-                c.executable_name,
-                c.program_format,
-                c.program_size,
-                ms(c.dur_ns),
-                c.error
-                    .as_ref()
-                    .map(|e| format!(" FAILED: {}", e.message))
-                    .unwrap_or_default(),
-                top_frame(trace, c.stack)
-            ),
-            Record::Load(l) => format!("load {} in {}", l.executable_name, ms(l.dur_ns)),
-            Record::Execute(e) => format!(
-                "execute {:x} on {} device(s) [{}] dispatch {}",
-                e.executable_id,
-                e.num_devices,
-                trace.string(e.arg_signature),
-                ms(e.dur_ns)
-            ),
-            Record::ExecuteComplete(e) => {
-                format!("execute #{} done on device {}", e.seq, e.device_index)
-            }
-            Record::ExecuteSummary(s) => format!(
-                "executes of {:x}: {} in {}",
-                s.executable_id,
-                s.count,
-                ms(s.total_dur_ns)
-            ),
-            Record::Transfer(x) => format!(
-                "transfer {} {} {}{:?} {}B{} blocked {}{}",
-                if x.direction == 1 { "h2d" } else { "d2h" },
-                x.api,
-                x.dtype,
-                x.dims,
-                x.bytes,
-                if x.sync { " SYNC" } else { "" },
-                ms(x.blocked_ns),
-                top_frame(trace, x.stack)
-            ),
-            Record::Sync(s) => format!(
-                "sync {} {}{}",
-                s.reason,
-                ms(s.dur_ns),
-                top_frame(trace, s.stack)
-            ),
-            Record::CacheStore(c) => format!("cache store {} {}B", c.executable_name, c.bytes),
-            Record::CacheLoad(c) => format!(
-                "cache load {}B {}",
-                c.bytes,
-                if c.ok {
-                    "ok".to_string()
-                } else {
-                    format!(
-                        "FAILED: {}",
-                        c.error.as_ref().map(|e| e.message.as_str()).unwrap_or("")
-                    )
-                }
-            ),
-            Record::Memory(m) => format!("memory device {} in use {}B", m.device, m.bytes_in_use),
-            Record::Step(s) => format!("step {} ({})", s.number, s.marker),
-            Record::Clock(_) => return Ok(()),
-            Record::Error(e) => format!("error {} code {}: {}", e.api, e.code, e.message),
-            Record::Note(n) => format!("note [{}] {}", n.topic, n.message),
-            Record::Dropped(d) => format!("dropped {} events ({} total)", d.count, d.total),
-            _ => return Ok(()),
-        };
-        writeln!(out, "{:>12} {line}", ms(t))?;
-    }
-    Ok(())
+    let t = r.t_ns().map(|t| t.saturating_sub(t0)).unwrap_or(0);
+    // The line of a record never holds a line break (messages give their first line): one
+    // record, one line.
+    writeln!(
+        out,
+        "{:>12} {}",
+        format!("{:.3}ms", t as f64 / 1e6),
+        d.line()
+    )
 }
