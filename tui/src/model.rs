@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 pub use tpuscope_analyzers::describe::EventKind;
 use tpuscope_analyzers::describe::{self, ExecutableNames};
 use tpuscope_analyzers::hbm;
+use tpuscope_analyzers::present::{self, Tone};
 use tpuscope_analyzers::report::{FamilyReport, MemberReport, Report, TraceCompleteness};
 use tpuscope_analyzers::source::{is_framework_file, short_path};
 use tpuscope_analyzers::steps::executable_names;
@@ -18,9 +19,8 @@ use crate::fmt;
 pub const EVENT_LINES: usize = 200;
 /// Samples kept per device for the sparkline.
 pub const MEMORY_SAMPLES: usize = 240;
-/// A peak at or above this share of the limit shows red: the report's rule (its memory section
-/// calls such a peak a problem).
-const NEAR_LIMIT: f64 = 0.9;
+/// Rows of the largest compiled executables.
+const LARGEST_COMPILED: usize = 5;
 /// Window over which steps/s is measured.
 pub const STEP_RATE_WINDOW_NS: u64 = 5_000_000_000;
 /// The events log looks at most this many records from the end: a stream of identical executes
@@ -251,6 +251,9 @@ pub struct Model {
     pub families: Vec<FamilyView>,
     /// Host sync lines, most stall first.
     pub syncs: Vec<SyncRow>,
+    /// The report's summary of the host syncs (`12 syncs from 2 lines, 3.1 ms stalled; …`, or
+    /// `no host syncs in the loop`).
+    pub sync_summary: String,
     pub memory: Vec<DeviceMem>,
     /// Largest compiled executables: (graph, peak bytes, temp bytes).
     pub largest_compiled: Vec<(String, i64, i64)>,
@@ -366,15 +369,12 @@ impl Model {
         let phase = current_phase(&report);
         let mut phase_lines = tpuscope_analyzers::report::phases_lines(&report);
         phase_lines.extend(tpuscope_analyzers::report::setup_compile_line(&report));
-        // One row per graph, as the report lists them: recompiles repeat the same program.
-        let mut graphs = std::collections::BTreeSet::new();
-        let largest_compiled = report
-            .compiled_memory
-            .iter()
-            .filter(|e| graphs.insert(e.graph.as_str()))
-            .take(5)
+        // One row per graph, as the report lists them.
+        let largest_compiled = present::largest_compiled(&report, LARGEST_COMPILED)
+            .into_iter()
             .map(|e| (e.graph.clone(), e.peak_bytes, e.temp_bytes))
             .collect();
+        let sync_summary = present::syncs(&report).summary.text();
         let Report {
             recompiles,
             syncs,
@@ -387,6 +387,7 @@ impl Model {
             counters,
             families: recompiles.into_iter().map(family).collect(),
             syncs: syncs.into_iter().map(sync_row).collect(),
+            sync_summary,
             memory,
             largest_compiled,
             events,
@@ -491,6 +492,13 @@ fn devices(trace: &Trace, report: &Report) -> Vec<DeviceMem> {
                 .find(|d| d.run == RUN && d.device == s.device);
             let peak_bytes = summary.map_or_else(|| s.peak(), |d| d.peak_bytes);
             let peak_fraction = summary.and_then(|d| d.peak_fraction);
+            // Red where the report's own line for the device says the peak is a problem.
+            let near_limit = summary.is_some_and(|d| {
+                present::device_line(report, d)
+                    .0
+                    .iter()
+                    .any(|s| s.tone == Tone::Bad)
+            });
             let in_use = s.samples.last().map_or(0, |x| x.in_use);
             let newest = s.samples.len().saturating_sub(MEMORY_SAMPLES);
             DeviceMem {
@@ -504,7 +512,7 @@ fn devices(trace: &Trace, report: &Report) -> Vec<DeviceMem> {
                 peak_bytes,
                 limit_bytes: s.limit,
                 peak_fraction,
-                near_limit: peak_fraction.is_some_and(|f| f >= NEAR_LIMIT),
+                near_limit,
                 fraction: s.limit.map(|l| in_use as f64 / l as f64),
                 live_buffers: s.live_buffers,
                 samples: s.samples.len() as u64,

@@ -580,20 +580,21 @@ fn syncs_table(frame: &mut Frame, area: Rect, app: &mut App, model: &Model, comp
     }
     let needle = app.filter().to_lowercase();
     let rows_src: Vec<_> = model.syncs.iter().filter(|s| s.matches(&needle)).collect();
-    let waits = if model.counters.runtime_waits > 0 {
-        format!(
-            " · {} runtime waits without Python stack",
-            model.counters.runtime_waits
-        )
+    let shown = if rows_src.len() < model.syncs.len() {
+        format!(" ({} of {} lines shown)", rows_src.len(), model.syncs.len())
     } else {
         String::new()
     };
-    let block = section(format!(" Hot sync lines ({}){waits} ", rows_src.len()));
+    let block = section(if model.syncs.is_empty() {
+        " Host syncs ".to_string()
+    } else {
+        format!(" Host syncs: {}{shown} ", model.sync_summary)
+    });
     if rows_src.is_empty() {
         let msg = if model.syncs.is_empty() {
-            " no host syncs from Python so far"
+            format!(" {}", model.sync_summary)
         } else {
-            " no sync line matches the filter"
+            " no sync line matches the filter".to_string()
         };
         frame.render_widget(Paragraph::new(Span::styled(msg, DIM)).block(block), area);
         return;
@@ -606,7 +607,8 @@ fn syncs_table(frame: &mut Frame, area: Rect, app: &mut App, model: &Model, comp
         ]
     })
     .style(DIM);
-    let opt = |v: Option<f64>, prec: usize| v.map_or("—".to_string(), |v| format!("{v:.prec$}"));
+    // Missing numbers and decimals as the report's table has them.
+    let opt = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
     let line_w = rows_src
         .iter()
         .map(|s| s.line.chars().count())
@@ -644,7 +646,7 @@ fn syncs_table(frame: &mut Frame, area: Rect, app: &mut App, model: &Model, comp
                 cells.push(Cell::from(opt(s.stall_ms_per_step, 3)));
                 cells.push(Cell::from(bytes(s.bytes as i64)));
             }
-            cells.push(Cell::from(s.what.join(" ")));
+            cells.push(Cell::from(s.what.join(", ")));
             Row::new(cells)
         })
         .collect();
