@@ -1,15 +1,21 @@
-//! The Summary tab: the numbers and findings of `tpuscope report`, from the same report.
+//! The Summary tab: `tpuscope report` itself, laid out with egui. The sections, their words and
+//! their tones come from `analyzers::present`, as the text and Markdown reports do; this file
+//! only maps tones to colours and blocks to widgets, and turns rows that name a recompile
+//! family or a sync line into buttons.
 
-use eframe::egui::{self, Color32, RichText};
+use eframe::egui::{self, Color32, FontId, RichText, TextFormat, text::LayoutJob};
+use tpuscope_analyzers::present::{
+    self, Align, Block, Item, Line, Section, SectionId, Span, Table, Target, Tone,
+};
 use tpuscope_analyzers::report::Report;
-
-use crate::fmt;
-
-use tpuscope_analyzers::units::plural;
 
 const WARN: Color32 = Color32::from_rgb(230, 180, 40);
 const BAD: Color32 = Color32::from_rgb(235, 80, 70);
 const GOOD: Color32 = Color32::from_rgb(90, 190, 110);
+const ACCENT: Color32 = Color32::from_rgb(110, 170, 240);
+
+/// Points of indentation per nesting level below a section's own content.
+const INDENT: f32 = 16.0;
 
 /// What a click in the summary asked for.
 pub enum Action {
@@ -24,418 +30,220 @@ pub fn show(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
     egui::ScrollArea::vertical()
         .auto_shrink([false, false])
         .show(ui, |ui| {
-            header(ui, r);
-            ui.add_space(8.0);
-            // Warnings are in the banner above every tab.
-            findings(ui, r);
-            ui.add_space(8.0);
-            action = sections(ui, r);
+            for (i, s) in present::sections(r).iter().enumerate() {
+                // Warnings are in the banner above every tab.
+                if s.id == SectionId::Warnings {
+                    continue;
+                }
+                if let Some(a) = section_ui(ui, i, s) {
+                    action = Some(a);
+                }
+                ui.add_space(4.0);
+            }
         });
     action
 }
 
-fn header(ui: &mut egui::Ui, r: &Report) {
-    let title = match r.traces.as_slice() {
-        [one] => format!("tpuscope report: {}", one.path),
-        all => format!("tpuscope report: {} traces", all.len()),
-    };
-    ui.heading(title);
-    for t in &r.traces {
-        let frontend = if t.frontend.is_empty() {
-            "unknown frontend"
-        } else {
-            t.frontend.as_str()
-        };
-        let state = match t.completeness.as_str() {
-            "complete" => RichText::new("complete"),
-            "cut" => RichText::new("CUT: truncated file, partial report").color(WARN),
-            _ => {
-                RichText::new("no end record: the process died or is still running, partial report")
-                    .color(WARN)
-            }
-        };
-        ui.horizontal_wrapped(|ui| {
-            if r.traces.len() > 1 {
-                ui.label(RichText::new(format!("run {}: {}", t.run, t.path)).strong());
-            }
-            ui.label(format!(
-                "{frontend} · pid {} on {}",
-                t.pid,
-                if t.host.is_empty() { "?" } else { &t.host }
-            ));
-            if !t.job_id.is_empty() {
-                ui.label(format!("job {} process {}", t.job_id, t.process_index));
-            }
-            ui.label(state);
-            ui.label(format!("({} events)", t.events));
-            if t.dropped_events > 0 {
-                ui.colored_label(WARN, format!("{} dropped", t.dropped_events));
-            }
-        });
-        ui.weak(format!("plugin {} (PJRT {})", t.plugin, t.pjrt_api));
-        if !t.command.is_empty() {
-            ui.weak(format!("$ {}", t.command));
-        }
-    }
-    if r.traces.len() > 1 {
-        ui.label(format!("assumed: {}", r.runs.note));
-    }
-    let c = &r.compiles;
-    let syncs: u64 = r.syncs.iter().map(|s| s.count).sum();
-    let ops = if c.op_compiles > 0 {
-        format!(" + {}", plural(c.op_compiles, "eager op", "eager ops"))
-    } else {
-        String::new()
-    };
-    let mut line = format!(
-        "{} ({:.0} ms) of {}{ops} · {}",
-        plural(c.total, "compile", "compiles"),
-        c.compile_ms,
-        plural(c.families, "graph", "graphs"),
-        plural(c.recompiles, "recompile", "recompiles"),
-    );
-    if c.warmup_recompiles > 0 {
-        line.push_str(&format!(
-            " (+{} outside the steady state)",
-            c.warmup_recompiles
-        ));
-    }
-    line.push_str(&format!(
-        " · {} · {}",
-        plural(syncs, "host sync", "host syncs"),
-        plural(r.steps.count, "step", "steps")
-    ));
-    ui.label(RichText::new(line).strong().size(15.0));
-    if c.failed > 0 {
-        ui.colored_label(BAD, format!("{} compiles failed", c.failed));
-    }
-}
-
-fn findings(ui: &mut egui::Ui, r: &Report) {
-    if r.findings.is_empty() {
-        if r.traces.iter().all(|t| t.completeness == tpuscope_analyzers::report::TraceCompleteness::Complete) {
-            ui.label(RichText::new("No findings.").strong().color(GOOD));
-        } else {
-            ui.colored_label(
-                WARN,
-                "No findings in what the trace holds (it is partial: see the warnings).",
-            );
-        }
-        return;
-    }
-    ui.label(
-        RichText::new(format!("Findings ({})", r.findings.len()))
-            .strong()
-            .size(16.0),
-    );
-    for (i, f) in r.findings.iter().enumerate() {
-        egui::Frame::group(ui.style()).show(ui, |ui| {
-            ui.set_width(ui.available_width());
-            ui.horizontal_wrapped(|ui| {
-                ui.label(RichText::new(format!("{}.", i + 1)).strong());
-                ui.label(RichText::new(f.kind.as_str()).color(BAD).strong());
-                if let Some(s) = &f.source {
-                    ui.label(RichText::new(format!("at {s}")).strong());
-                }
-            });
-            ui.label(&f.title);
-            ui.horizontal_wrapped(|ui| {
-                ui.label(RichText::new("fix:").color(GOOD).strong());
-                ui.label(&f.suggestion);
-            });
-        });
-    }
-}
-
-fn sections(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
+/// One section. The title, findings and verdict are always shown; a section with content
+/// folds under its title; a section that is one sentence is one line.
+fn section_ui(ui: &mut egui::Ui, index: usize, s: &Section) -> Option<Action> {
     let mut action = None;
-    let c = &r.compiles;
-    egui::CollapsingHeader::new(RichText::new("Recompiles").strong())
-        .default_open(true)
-        .show(ui, |ui| {
-            if r.recompiles.is_empty() {
-                ui.label(match c.families {
-                    0 => "no recompiles (nothing compiled)".to_string(),
-                    1 => "no recompiles (the graph compiled once)".to_string(),
-                    n => format!("no recompiles (each of {n} graphs compiled once)"),
-                });
-            } else {
-                let causes: Vec<String> =
-                    c.by_cause.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                ui.label(format!(
-                    "{} in the steady state, {} ({})",
-                    plural(
-                        c.recompile_families,
-                        "graph recompiled",
-                        "graphs recompiled"
-                    ),
-                    plural(c.recompiles, "recompile", "recompiles"),
-                    causes.join(", ")
-                ));
-                egui::Grid::new("summary_recompiles")
-                    .striped(true)
-                    .show(ui, |ui| {
-                        for h in ["graph", "count", "cause", "compile ms", "source", ""] {
-                            ui.weak(h);
-                        }
-                        ui.end_row();
-                        for (i, f) in r.recompiles.iter().enumerate() {
-                            ui.label(&f.graph);
-                            ui.label(format!("{}×", f.count));
-                            ui.label(f.cause.as_str());
-                            ui.label(format!("{:.1}", f.compile_ms));
-                            ui.label(f.source.as_ref().map(|s| s.to_string()).unwrap_or_default());
-                            if ui.small_button("open").clicked() {
-                                action = Some(Action::Family(i));
-                            }
-                            ui.end_row();
+    match s.id {
+        SectionId::Header => {
+            ui.heading(s.title.text.as_str());
+            blocks_ui(ui, index, &s.blocks, &mut action);
+        }
+        SectionId::Findings | SectionId::Verdict => {
+            ui.label(title_job(ui, s, 16.0));
+            blocks_ui(ui, index, &s.blocks, &mut action);
+        }
+        _ if s.blocks.is_empty() => {
+            // Aligned with the titles of the sections that fold.
+            ui.horizontal_top(|ui| {
+                ui.add_space(ui.spacing().icon_width + ui.spacing().icon_spacing);
+                ui.add(egui::Label::new(title_job(ui, s, 14.0)).wrap());
+            });
+        }
+        _ => {
+            egui::CollapsingHeader::new(title_job(ui, s, 14.0))
+                .id_salt(("summary_section", index))
+                .default_open(true)
+                .show(ui, |ui| blocks_ui(ui, index, &s.blocks, &mut action));
+        }
+    }
+    action
+}
+
+/// `Host syncs: 6 syncs from 2 lines, …`: the title in its tone, then the summary.
+fn title_job(ui: &egui::Ui, s: &Section, size: f32) -> LayoutJob {
+    let mut job = LayoutJob::default();
+    let strong = TextFormat {
+        font_id: FontId::proportional(size),
+        ..span_format(ui, s.title.tone)
+    };
+    job.append(&s.title.text, 0.0, strong);
+    if !s.summary.is_empty() {
+        job.append(": ", 0.0, span_format(ui, Tone::Plain));
+        append_line(ui, &mut job, &s.summary);
+    }
+    job
+}
+
+fn blocks_ui(ui: &mut egui::Ui, section: usize, blocks: &[Block], action: &mut Option<Action>) {
+    for (i, b) in blocks.iter().enumerate() {
+        match b {
+            Block::Line { depth, line } => at_depth(ui, *depth, |ui| {
+                ui.label(line_job(ui, line));
+            }),
+            Block::Para { depth, label, text } => at_depth(ui, *depth, |ui| {
+                labeled_para_ui(ui, label.as_ref(), text);
+            }),
+            Block::Labeled {
+                depth,
+                label,
+                lines,
+            } => at_depth(ui, *depth, |ui| {
+                ui.horizontal_top(|ui| {
+                    ui.label(span_job(ui, label));
+                    ui.vertical(|ui| {
+                        for l in lines {
+                            ui.label(line_job(ui, l));
                         }
                     });
-            }
-        });
-    let syncs: u64 = r.syncs.iter().map(|s| s.count).sum();
-    let stall: f64 = r.syncs.iter().map(|s| s.stall_ms).sum();
-    egui::CollapsingHeader::new(RichText::new("Host syncs").strong())
-        .default_open(true)
-        .show(ui, |ui| {
-            ui.label(format!(
-                "{} from {}, {stall:.3} ms stalled",
-                plural(syncs, "sync", "syncs"),
-                plural(r.syncs.len() as u64, "line", "lines")
-            ));
-            if r.runtime_waits > 0 {
-                ui.weak(format!(
-                    "{} waits of the runtime's own threads (not a user line)",
-                    r.runtime_waits
-                ));
-            }
-            egui::Grid::new("summary_syncs")
-                .striped(true)
-                .show(ui, |ui| {
-                    for h in ["line", "count", "stall ms", "per step", ""] {
-                        ui.weak(h);
-                    }
-                    ui.end_row();
-                    for (i, s) in r.syncs.iter().enumerate().take(20) {
-                        ui.label(s.label());
-                        ui.label(s.count.to_string());
-                        ui.label(format!("{:.3}", s.stall_ms));
-                        ui.label(s.per_step.map(|p| format!("{p:.2}")).unwrap_or_default());
-                        if ui.small_button("timeline").clicked() {
-                            action = Some(Action::SyncLine(i));
-                        }
-                        ui.end_row();
-                    }
                 });
-        });
-    if let Some(h) = &r.hosts {
-        hosts(ui, h);
-    }
-    if let Some(d) = &r.dynamo {
-        dynamo(ui, d);
-    }
-    let s = &r.steps;
-    egui::CollapsingHeader::new(RichText::new("Phases and steps").strong())
-        .default_open(true)
-        .show(ui, |ui| {
-            let phases = tpuscope_analyzers::report::phases_lines(r);
-            if phases.is_empty() {
-                ui.label("phases unknown: no training loop found");
-            }
-            for l in phases {
-                ui.label(l);
-            }
-            if let Some(l) = tpuscope_analyzers::report::setup_compile_line(r) {
-                ui.label(l);
-            }
-            ui.label(format!("{}, detected by {}", plural(s.count, "step", "steps"), s.detected_by));
-            if s.count > 1 {
-                ui.label(format!(
-                    "steady state: up to {} graph fragments per step (mean {:.1}), up to {} host syncs per step (mean {:.2}), {} compiles in all",
-                    s.graph_fragments_per_step,
-                    s.mean_graph_fragments_per_step,
-                    s.syncs_per_step,
-                    s.mean_syncs_per_step,
-                    s.compiles_after_first_step
-                ));
-            }
-        });
-    let k = &r.cache;
-    egui::CollapsingHeader::new(RichText::new("Cache").strong())
-        .default_open(true)
-        .show(ui, |ui| {
-            ui.label(format!(
-                "in memory: {} executables run, {} reuses",
-                k.executables_run, k.in_memory_reuse
-            ));
-            ui.label(format!(
-                "persistent: {} hits, {} stores, {} deserialize failures",
-                k.persistent_hits, k.persistent_stores, k.deserialize_failures
-            ));
-            ui.label(format!(
-                "compiles of an already-compiled program (misses that should have been hits): {}",
-                k.recompiled_same_program
-            ));
-        });
-    egui::CollapsingHeader::new(RichText::new("Device memory").strong())
-        .default_open(true)
-        .show(ui, |ui| {
-            if r.hbm.is_empty() {
-                ui.label("no memory samples");
-            }
-            for d in &r.hbm {
-                let limit = match (d.limit_bytes, d.peak_fraction) {
-                    (Some(l), Some(f)) => {
-                        format!("limit {} ({:.1}% at peak)", fmt::bytes(l as f64), f * 100.0)
-                    }
-                    _ => "limit not reported".to_string(),
-                };
-                let growth = d
-                    .growth_bytes_per_step
-                    .map(|g| format!(", {}/step", fmt::bytes(g)))
-                    .unwrap_or_default();
-                ui.label(format!(
-                    "device {} (run {}): peak {}, {limit}{growth} — {}",
-                    d.device,
-                    d.run,
-                    fmt::bytes(d.peak_bytes as f64),
-                    if d.origin == "live_buffers" {
-                        "counted by tpuscope from live buffers"
-                    } else {
-                        "reported by the plugin"
-                    }
-                ));
-            }
-            if !r.compiled_memory.is_empty() {
-                let mut largest: Vec<String> = Vec::new();
-                let mut seen = std::collections::HashSet::new();
-                // One entry per graph: its recompiles have the same footprint.
-                for e in r
-                    .compiled_memory
-                    .iter()
-                    .filter(|e| seen.insert(e.graph.as_str()))
-                    .take(5)
-                {
-                    largest.push(format!("{} {}", e.graph, fmt::bytes(e.peak_bytes as f64)));
+            }),
+            Block::Table { depth, table } => at_depth(ui, *depth, |ui| {
+                if let Some(a) = table_ui(ui, (section, i), table) {
+                    *action = Some(a);
                 }
-                ui.weak(format!("largest compiled: {}", largest.join(" · ")));
-            }
-            if let Some(o) = &r.oom {
-                ui.colored_label(
-                    BAD,
-                    format!(
-                        "out of memory at {:.1} ms in {}: {}",
-                        o.t_ms, o.api, o.message
-                    ),
-                );
-            }
-        });
-    egui::CollapsingHeader::new(RichText::new("Errors").strong())
-        .default_open(!r.errors.is_empty())
+            }),
+            Block::Item(item) => item_ui(ui, item),
+        }
+    }
+}
+
+/// A numbered entry (a finding) in a frame of its own.
+fn item_ui(ui: &mut egui::Ui, item: &Item) {
+    egui::Frame::group(ui.style()).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        let mut head = LayoutJob::default();
+        head.append(
+            &format!("{}. ", item.number),
+            0.0,
+            span_format(ui, Tone::Strong),
+        );
+        append_line(ui, &mut head, &item.head);
+        ui.label(head);
+        for (label, text) in &item.paras {
+            labeled_para_ui(ui, label.as_ref(), text);
+        }
+    });
+}
+
+/// Prose after an optional label; wrapped lines align under the text, not the label.
+fn labeled_para_ui(ui: &mut egui::Ui, label: Option<&Span>, text: &Line) {
+    match label {
+        Some(l) => {
+            ui.horizontal_top(|ui| {
+                ui.label(span_job(ui, l));
+                ui.add(egui::Label::new(line_job(ui, text)).wrap());
+            });
+        }
+        None => {
+            ui.add(egui::Label::new(line_job(ui, text)).wrap());
+        }
+    }
+}
+
+/// A table: a header row, then the cells; a row about a family or a sync line ends with the
+/// button that opens it.
+fn table_ui(ui: &mut egui::Ui, id: (usize, usize), t: &Table) -> Option<Action> {
+    let mut action = None;
+    egui::Grid::new(("summary_table", id))
+        .striped(true)
         .show(ui, |ui| {
-            if r.errors.is_empty() {
-                ui.label("none");
+            for c in &t.columns {
+                ui.label(RichText::new(&c.title).weak());
             }
-            for e in &r.errors {
-                ui.colored_label(BAD, format!("{}× {}: {}", e.count, e.api, e.message));
+            ui.end_row();
+            for row in &t.rows {
+                for (cell, c) in row.cells.iter().zip(&t.columns) {
+                    let job = line_job(ui, cell);
+                    match c.align {
+                        Align::Left => {
+                            ui.label(job);
+                        }
+                        Align::Right => {
+                            ui.with_layout(
+                                egui::Layout::right_to_left(egui::Align::Center),
+                                |ui| {
+                                    ui.label(job);
+                                },
+                            );
+                        }
+                    }
+                }
+                let button = match row.target {
+                    Some(Target::Family(f)) => Some(("open", Action::Family(f))),
+                    Some(Target::SyncLine(l)) => Some(("timeline", Action::SyncLine(l))),
+                    None => None,
+                };
+                if let Some((text, a)) = button
+                    && ui.small_button(text).clicked()
+                {
+                    action = Some(a);
+                }
+                ui.end_row();
             }
         });
     action
 }
 
-/// The per-host table of a multi-host job, with its stragglers and lone recompiles.
-fn hosts(ui: &mut egui::Ui, h: &tpuscope_analyzers::hosts::HostsReport) {
-    egui::CollapsingHeader::new(RichText::new("Hosts").strong())
-        .default_open(true)
-        .show(ui, |ui| {
-            ui.label(format!(
-                "{} of one job, on the job timeline (clocks aligned)",
-                plural(h.hosts.len() as u64, "host", "hosts")
-            ));
-            egui::Grid::new("summary_hosts")
-                .striped(true)
-                .show(ui, |ui| {
-                    for c in tpuscope_analyzers::hosts::TABLE_COLUMNS {
-                        ui.weak(c);
-                    }
-                    ui.end_row();
-                    for x in &h.hosts {
-                        for cell in x.cells() {
-                            ui.label(cell);
-                        }
-                        ui.end_row();
-                    }
-                });
-            for s in &h.stragglers {
-                ui.colored_label(
-                    WARN,
-                    format!(
-                        "straggler: {} (process {}): {}",
-                        s.host, s.process_index, s.details
-                    ),
-                );
-            }
-            for a in &h.recompiles_alone {
-                ui.colored_label(
-                    WARN,
-                    format!(
-                        "recompiles alone: {} (process {}) compiles {} {}×, the others at most {}×",
-                        a.host, a.process_index, a.graph, a.compiles, a.others_max
-                    ),
-                );
-            }
+/// Content `depth` levels under its section: level 1 is the section's own indentation.
+fn at_depth(ui: &mut egui::Ui, depth: u8, add: impl FnOnce(&mut egui::Ui)) {
+    if depth <= 1 {
+        add(ui);
+    } else {
+        ui.horizontal_top(|ui| {
+            ui.add_space(INDENT * f32::from(depth - 1));
+            ui.vertical(add);
         });
+    }
 }
 
-/// dynamo's account (TORCH_TRACE): graph breaks and guard failures at their lines, with the PJRT
-/// compiles each caused.
-fn dynamo(ui: &mut egui::Ui, d: &tpuscope_analyzers::torch_trace::DynamoReport) {
-    use tpuscope_analyzers::torch_trace::CausedCompile;
-    let at = |s: &Option<tpuscope_analyzers::source::SourceLoc>| {
-        s.as_ref()
-            .map_or_else(|| "?".to_string(), |s| format!("{}:{}", s.file, s.line))
+fn span_job(ui: &egui::Ui, s: &Span) -> LayoutJob {
+    let mut job = LayoutJob::default();
+    job.append(&s.text, 0.0, span_format(ui, s.tone));
+    job
+}
+
+fn line_job(ui: &egui::Ui, l: &Line) -> LayoutJob {
+    let mut job = LayoutJob::default();
+    append_line(ui, &mut job, l);
+    job
+}
+
+fn append_line(ui: &egui::Ui, job: &mut LayoutJob, l: &Line) {
+    for s in &l.0 {
+        job.append(&s.text, 0.0, span_format(ui, s.tone));
+    }
+}
+
+/// The GUI's styling of a tone.
+fn span_format(ui: &egui::Ui, tone: Tone) -> TextFormat {
+    let v = ui.visuals();
+    let color = match tone {
+        Tone::Plain => v.text_color(),
+        Tone::Strong | Tone::Code => v.strong_text_color(),
+        Tone::Dim => v.weak_text_color(),
+        Tone::Good | Tone::Pass => GOOD,
+        Tone::Warn => WARN,
+        Tone::Bad => BAD,
+        Tone::Accent => ACCENT,
     };
-    let caused = |c: &[CausedCompile]| {
-        if c.is_empty() {
-            return "no PJRT compile".to_string();
-        }
-        let names: Vec<String> = c
-            .iter()
-            .map(|c| format!("{} {}", c.compile_id, c.graph))
-            .collect();
-        format!("PJRT compiles: {}", names.join(", "))
-    };
-    egui::CollapsingHeader::new(RichText::new("Dynamo (torch.compile)").strong())
-        .default_open(true)
-        .show(ui, |ui| {
-            ui.label(d.headline());
-            for l in d.logs.iter().filter(|l| !l.note.is_empty()) {
-                ui.colored_label(WARN, format!("{}: {}", l.dir, l.note));
-            }
-            for g in &d.graph_breaks {
-                ui.colored_label(
-                    WARN,
-                    format!(
-                        "graph break at {}: {}×, {}",
-                        at(&g.source),
-                        g.count,
-                        g.reason
-                    ),
-                );
-                ui.label(format!("    {}", caused(&g.compiles)));
-            }
-            for g in &d.guard_failures {
-                ui.colored_label(
-                    WARN,
-                    format!(
-                        "guard failed at {} ({}): {} recompiles, {}",
-                        at(&g.source),
-                        g.function,
-                        g.count,
-                        g.guards.join("; ")
-                    ),
-                );
-                ui.label(format!("    {}", caused(&g.compiles)));
-            }
-        });
+    TextFormat {
+        font_id: egui::TextStyle::Body.resolve(ui.style()),
+        color,
+        ..TextFormat::default()
+    }
 }

@@ -2,6 +2,7 @@
 //! on the timeline.
 
 use eframe::egui::{self, Color32, RichText, Sense, vec2};
+use tpuscope_analyzers::present;
 use tpuscope_analyzers::units::{bytes, ms, plural};
 use tpuscope_core::Record;
 
@@ -30,18 +31,16 @@ pub fn show(
 ) -> Option<Action> {
     let lines = &a.report.syncs;
     let mut action = None;
-    let r = &a.report;
+    // The report's own summary of the section: totals, stall, the runtime's waits.
+    let summary = present::syncs(&a.report).summary.text();
     if lines.is_empty() {
-        ui.label("No host syncs in the loop.");
+        ui.label(summary);
         return None;
     }
     let worst = lines.iter().map(|l| l.stall_ms).fold(0.0, f64::max);
     ui.label(
         RichText::new(format!(
-            "{} from {}, {} ms stalled — click a line to see its syncs on the timeline",
-            plural(r.sync_total(), "host sync", "host syncs"),
-            plural(lines.len() as u64, "line", "lines"),
-            ms(r.sync_stall_ms())
+            "{summary} — click a line to see its syncs on the timeline"
         ))
         .strong(),
     );

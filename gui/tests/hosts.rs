@@ -138,6 +138,7 @@ fn a_merged_file_shows_lanes_per_host_on_the_job_timeline() {
     let a = h.state().analysis.as_ref().unwrap();
     let hosts = a.report.hosts.as_ref().expect("a multi-host report");
     assert_eq!(hosts.hosts.len(), 2);
-    h.get_by_label_contains("2 hosts of one job");
+    // As `tpuscope report` says it.
+    h.get_by_label_contains("Hosts: 2 hosts");
     h.get_by_label("host1");
 }
