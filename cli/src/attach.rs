@@ -5,9 +5,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use tpuscope_analyzers::present;
 use tpuscope_analyzers::report::{self, Input};
+use tpuscope_analyzers::units::plural;
 
 use crate::live_stream;
+use crate::report_cmd::term::Style;
+use crate::report_cmd::text;
 
 /// How long `--snapshot` waits for more of the process's backlog before it gives up (the
 /// backlog comes at once: it is the trace file so far, read back by the collector).
@@ -64,23 +68,23 @@ fn snapshot(
         let text = serde_json::to_string_pretty(&v).context("serializing the state")?;
         writeln!(out, "{text}").context("writing to stdout")?;
     } else {
+        // The report's counts and its findings, worded as `tpuscope report` words them.
         writeln!(
             out,
-            "pid {}: {} compiles, {} recompiles, {} findings",
+            "pid {}: {}, {}, {}",
             args.pid,
-            rep.compiles.total,
-            rep.compiles.recompiles,
-            rep.findings.len()
+            plural(rep.compiles.total, "compile", "compiles"),
+            plural(rep.compiles.recompiles, "recompile", "recompiles"),
+            plural(rep.sync_total(), "host sync", "host syncs"),
         )
         .context("writing to stdout")?;
-        for f in &rep.findings {
-            writeln!(
-                out,
-                "  [{}] {}\n      fix: {}",
-                f.kind, f.title, f.suggestion
-            )
-            .context("writing to stdout")?;
-        }
+        let findings = present::findings(&rep);
+        write!(
+            out,
+            "{}",
+            text::section_text(&findings, &Style::for_stdout())
+        )
+        .context("writing to stdout")?;
     }
     Ok(0)
 }

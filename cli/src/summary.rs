@@ -5,6 +5,9 @@ use std::path::Path;
 use tpuscope_core::event::{Direction, Record};
 use tpuscope_core::{Completeness, Trace};
 
+use crate::report_cmd::term::Style;
+use crate::report_cmd::text;
+
 /// Counts of what a trace holds.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -14,8 +17,6 @@ pub struct Counts {
     pub executes: u64,
     pub h2d: u64,
     pub d2h: u64,
-    pub host_syncs: u64,
-    pub waits: u64,
     pub cache_stores: u64,
     pub cache_loads: u64,
     pub cache_load_failures: u64,
@@ -41,9 +42,7 @@ pub fn count(trace: &Trace) -> Counts {
                 } else {
                     c.d2h += 1;
                 }
-                c.host_syncs += u64::from(t.sync);
             }
-            Record::Sync(_) => c.waits += 1,
             Record::CacheStore(_) => c.cache_stores += 1,
             Record::CacheLoad(l) => {
                 c.cache_loads += 1;
@@ -89,8 +88,8 @@ pub fn print_trace_summary(path: &Path) {
         .unwrap_or("?");
     eprintln!("tpuscope: trace {} ({platform})", path.display());
     eprintln!(
-        "  compiles {} ({} failed), executes {}, transfers h2d {} / d2h {}, host syncs {}, waits {}",
-        c.compiles, c.compile_errors, c.executes, c.h2d, c.d2h, c.host_syncs, c.waits
+        "  compiles {} ({} failed), executes {}, transfers h2d {} / d2h {}",
+        c.compiles, c.compile_errors, c.executes, c.h2d, c.d2h
     );
     eprintln!(
         "  cache stores {}, cache loads {} ({} failed), errors {}, dropped events {}",
@@ -141,14 +140,21 @@ fn findings_text(path: &Path, trace: &Trace) -> String {
     if let Some(l) = tpuscope_analyzers::report::setup_compile_line(&report) {
         let _ = writeln!(o, "  {l}");
     }
-    if report.findings.is_empty() {
-        o.push_str("  No findings.\n");
-    } else {
-        let _ = writeln!(o, "  Findings ({}):", report.findings.len());
-        for (i, f) in report.findings.iter().enumerate() {
-            let _ = writeln!(o, "  {:>3}. [{}] {}", i + 1, f.kind, f.title);
-            let _ = writeln!(o, "       fix: {}", f.suggestion);
-        }
+    // Host syncs and findings as the report says them (its count: the user's lines, not
+    // every transfer marked sync).
+    let _ = writeln!(
+        o,
+        "  host syncs: {}",
+        tpuscope_analyzers::present::syncs(&report).summary.text()
+    );
+    // Not wrapped: the run's own output around it is not either.
+    let style = Style {
+        color: false,
+        width: usize::MAX,
+    };
+    let findings = text::section_text(&tpuscope_analyzers::present::findings(&report), &style);
+    for l in findings.lines() {
+        let _ = writeln!(o, "  {l}");
     }
     let _ = writeln!(o, "  full report: tpuscope report {}", path.display());
     o
@@ -166,7 +172,7 @@ mod tests {
         let path = root.join("graph_break_and_guard.tps");
         let trace = tpuscope_core::read_trace_file(&path).unwrap();
         let text = findings_text(&path, &trace);
-        assert!(text.contains("[graph_break] graph break at "), "{text}");
+        assert!(text.contains(". graph_break at "), "{text}");
 
         // The same trace without its logs has no such finding.
         let dir = tempfile::tempdir().unwrap();
@@ -177,7 +183,7 @@ mod tests {
             m.environment.retain(|kv| !kv.key.contains("TORCH_TRACE"));
         }
         let text = findings_text(&alone, &trace);
-        assert!(!text.contains("[graph_break]"), "{text}");
+        assert!(!text.contains(". graph_break at "), "{text}");
     }
 }
 

@@ -249,25 +249,27 @@ fn markdown_has_a_status_line_and_a_row_for_the_family() {
     let md = stdout(&out);
     assert!(md.starts_with("## tpuscope report"), "{md}");
     assert!(md.lines().any(|l| l.starts_with("❌")), "{md}");
-    let row = md
+    // The family's line, where it compiles, and one table row per compile.
+    let family = md
         .lines()
-        .find(|l| l.starts_with("| `jit_train_step` |"))
-        .unwrap_or_else(|| panic!("no row for the family:\n{md}"));
-    let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
-    assert_eq!(cells[1], "4", "{row}");
-    assert_eq!(cells[2], "`constant_changed`", "{row}");
-    assert_eq!(
-        cells[3],
-        format!("`workloads/jax_lr.py:{}`", lr_line()),
-        "{row}"
+        .find(|l| l.starts_with("- `jit_train_step`:"))
+        .unwrap_or_else(|| panic!("no line for the family:\n{md}"));
+    assert!(family.contains(": 4× **constant\\_changed**, "), "{family}");
+    assert!(
+        md.contains(&format!("  - at `workloads/jax_lr.py:{} (", lr_line())),
+        "{md}"
     );
     // Rows have as many cells as their header: no stray `|` from the text.
-    let header = md.lines().find(|l| l.starts_with("| graph |")).unwrap();
+    let header = md.lines().find(|l| l.starts_with("|  | at ms |")).unwrap();
     let unescaped = |l: &str| l.replace("\\|", "").matches('|').count();
-    assert_eq!(unescaped(row), unescaped(header), "{row}");
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| \\#")).collect();
+    assert_eq!(rows.len(), 4, "{md}");
+    for row in rows {
+        assert_eq!(unescaped(row), unescaped(header), "{row}");
+    }
     assert!(
         md.lines()
-            .any(|l| l.starts_with("| `recompiles` | 2 | 3 |") && l.contains("exceeded")),
+            .any(|l| l.starts_with("| recompiles | 2 | 3 |") && l.contains("EXCEEDED")),
         "{md}"
     );
 

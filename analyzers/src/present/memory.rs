@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::{Line, Section, SectionId, Span, Tone, run_suffix};
-use crate::hbm::ExecutableMemory;
+use crate::hbm::{DeviceMemory, ExecutableMemory};
 use crate::report::Report;
 use crate::units::{bytes, first_line, ms, percent, plural};
 
@@ -99,34 +99,7 @@ pub fn memory(r: &Report) -> Section {
         );
     }
     for d in &r.hbm {
-        let mut l = Line::plain(format!(
-            "device {}{}: peak {}",
-            d.device,
-            run_suffix(r, d.run),
-            bytes(d.peak_bytes)
-        ));
-        match (d.limit_bytes, d.peak_fraction) {
-            (Some(limit), Some(f)) => {
-                let tone = if f >= NEAR_LIMIT {
-                    Tone::Bad
-                } else {
-                    Tone::Plain
-                };
-                l = l
-                    .then(" (")
-                    .and(format!("{} of {}", percent(f), bytes(limit)), tone)
-                    .then(")");
-            }
-            (Some(limit), None) => l = l.then(format!(" of {}", bytes(limit))),
-            _ => l = l.then(", limit not reported"),
-        }
-        if let Some(g) = d.growth_bytes_per_step {
-            // Sub-byte slopes are fitting noise.
-            let g = g.round() as i64;
-            let sign = if g > 0 { "+" } else { "" };
-            l = l.then(format!(", {sign}{}/step", bytes(g)));
-        }
-        s.line(1, l);
+        s.line(1, device_line(r, d));
         if d.origin == "live_buffers" {
             s.line(
                 2,
@@ -218,4 +191,37 @@ pub fn oom(r: &Report) -> Option<Section> {
         }
     }
     Some(s)
+}
+
+/// `device 0: peak 12.0 GiB (75% of 16.0 GiB), +1.0 MiB/step`: a device's peak, its share of
+/// the limit (a problem from 90%) and its growth per step.
+pub fn device_line(r: &Report, d: &DeviceMemory) -> Line {
+    let mut l = Line::plain(format!(
+        "device {}{}: peak {}",
+        d.device,
+        run_suffix(r, d.run),
+        bytes(d.peak_bytes)
+    ));
+    match (d.limit_bytes, d.peak_fraction) {
+        (Some(limit), Some(f)) => {
+            let tone = if f >= NEAR_LIMIT {
+                Tone::Bad
+            } else {
+                Tone::Plain
+            };
+            l = l
+                .then(" (")
+                .and(format!("{} of {}", percent(f), bytes(limit)), tone)
+                .then(")");
+        }
+        (Some(limit), None) => l = l.then(format!(" of {}", bytes(limit))),
+        _ => l = l.then(", limit not reported"),
+    }
+    if let Some(g) = d.growth_bytes_per_step {
+        // Sub-byte slopes are fitting noise.
+        let g = g.round() as i64;
+        let sign = if g > 0 { "+" } else { "" };
+        l = l.then(format!(", {sign}{}/step", bytes(g)));
+    }
+    l
 }

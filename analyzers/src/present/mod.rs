@@ -17,9 +17,9 @@ mod overview;
 
 pub use compiles::{dynamo, phases, recompiles};
 pub use execution::{errors, hosts, steps, syncs};
-pub use memory::{cache, memory, oom};
+pub use memory::{cache, device_line, largest_compiled, memory, oom};
 pub use outcome::{baseline, budgets, verdict};
-pub use overview::{findings, header, warnings};
+pub use overview::{finding, findings, header, warnings};
 
 use crate::report::Report;
 
@@ -169,6 +169,21 @@ pub struct Item {
     pub number: usize,
     pub head: Line,
     pub paras: Vec<(Option<Span>, Line)>,
+}
+
+impl Item {
+    /// Plain lines without layout: the heading, then each paragraph after its label (for
+    /// plain-text contexts such as a JUnit test's output).
+    pub fn plain_lines(&self) -> Vec<String> {
+        let mut out = vec![self.head.text()];
+        for (label, text) in &self.paras {
+            match label {
+                Some(l) => out.push(format!("{} {}", l.text, text.text())),
+                None => out.push(text.text()),
+            }
+        }
+        out
+    }
 }
 
 /// A piece of a section. `depth` is the nesting level under the section (1: its direct

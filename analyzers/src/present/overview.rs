@@ -1,7 +1,7 @@
 //! The top of the report: what was traced and the headline counts, the warnings, the findings.
 
-use super::{Item, Line, Section, SectionId, Span, Tone};
-use crate::report::{Report, TraceCompleteness};
+use super::{Block, Item, Line, Section, SectionId, Span, Tone};
+use crate::report::{Finding, Report, TraceCompleteness};
 use crate::source::short_path;
 use crate::units::{ms, plural};
 
@@ -147,21 +147,26 @@ pub fn findings(r: &Report) -> Section {
         Line::default(),
     );
     for (i, f) in r.findings.iter().enumerate() {
-        let mut head = Line::new(f.kind.as_str(), Tone::Bad);
-        if let Some(at) = &f.source {
-            head = head.then(" at ").and(at.to_string(), Tone::Code);
-        }
-        s.blocks.push(super::Block::Item(Item {
-            number: i + 1,
-            head,
-            paras: vec![
-                (None, Line::plain(f.title.as_str())),
-                (
-                    Some(Span::new("fix:", Tone::Good)),
-                    Line::plain(f.suggestion.as_str()),
-                ),
-            ],
-        }));
+        s.blocks.push(Block::Item(finding(i + 1, f)));
     }
     s
+}
+
+/// A finding as the report words it: `kind at file.py:33`, what happened, `fix:` what to do.
+pub fn finding(number: usize, f: &Finding) -> Item {
+    let mut head = Line::new(f.kind.as_str(), Tone::Bad);
+    if let Some(at) = &f.source {
+        head = head.then(" at ").and(at.to_string(), Tone::Code);
+    }
+    Item {
+        number,
+        head,
+        paras: vec![
+            (None, Line::plain(f.title.as_str())),
+            (
+                Some(Span::new("fix:", Tone::Good)),
+                Line::plain(f.suggestion.as_str()),
+            ),
+        ],
+    }
 }

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use tpuscope_analyzers::report::{BudgetResult, FindingKind, Report};
-
-use super::fmt::{self, bytes, loc, num};
+use tpuscope_analyzers::present;
+use tpuscope_analyzers::report::{BudgetKey, BudgetResult, BudgetStatus, FindingKind, Report};
+use tpuscope_analyzers::units::{ms, num, plural};
 
 /// The finding kinds, in a fixed order so that the test names are stable between runs.
 const FINDING_KINDS: [FindingKind; 5] = [
@@ -74,16 +74,19 @@ fn attr(s: &str) -> String {
 
 /// What in the report explains a budget's value: the lines a failure message should carry.
 fn budget_context(r: &Report, b: &BudgetResult) -> Vec<String> {
-    match b.name.as_str() {
-        "compiles" | "recompiles" => r
+    let Some(key) = BudgetKey::ALL.into_iter().find(|k| k.name() == b.name) else {
+        return Vec::new();
+    };
+    match key {
+        BudgetKey::Compiles | BudgetKey::Recompiles => r
             .recompiles
             .iter()
-            .filter(|f| f.finding || b.name == "compiles")
+            .filter(|f| f.finding || key == BudgetKey::Compiles)
             .map(|f| {
                 let at = f
                     .source
                     .as_ref()
-                    .map(|s| format!(" at {}", loc(s)))
+                    .map(|s| format!(" at {s}"))
                     .unwrap_or_default();
                 format!(
                     "{} compiled {}× ({}){at}: {}\n  fix: {}",
@@ -91,31 +94,29 @@ fn budget_context(r: &Report, b: &BudgetResult) -> Vec<String> {
                 )
             })
             .collect(),
-        "syncs-per-step" => r
+        BudgetKey::SyncsPerStep => r
             .syncs
             .iter()
             .map(|s| {
                 let line = s
-                    .source
-                    .as_ref()
-                    .or(s.innermost.as_ref())
-                    .map_or_else(|| "(no stack)".to_string(), loc);
+                    .place()
+                    .map_or_else(|| "(no stack)".to_string(), ToString::to_string);
                 format!(
                     "{line}: {}× ({} ms stalled)\n  fix: {}",
                     s.count,
-                    fmt::ms(s.stall_ms),
+                    ms(s.stall_ms),
                     s.suggestion
                 )
             })
             .collect(),
-        "graph-fragments-per-step" => vec![format!(
+        BudgetKey::GraphFragmentsPerStep => vec![format!(
             "{} steps detected by {}: worst {} executable launches per steady-state step, mean {:.1}",
             r.steps.count,
             r.steps.detected_by,
             r.steps.graph_fragments_per_step,
             r.steps.mean_graph_fragments_per_step
         )],
-        "cache-misses" => {
+        BudgetKey::CacheMisses => {
             let mut v: Vec<String> = r
                 .cache
                 .stored_but_recompiled
@@ -135,33 +136,19 @@ fn budget_context(r: &Report, b: &BudgetResult) -> Vec<String> {
             );
             v
         }
-        "hbm-peak-fraction" => r
+        BudgetKey::HbmPeakFraction => r
             .hbm
             .iter()
-            .map(|d| match (d.limit_bytes, d.peak_fraction) {
-                (Some(l), Some(f)) => format!(
-                    "device {}: peak {} of {} ({})",
-                    d.device,
-                    bytes(d.peak_bytes),
-                    bytes(l),
-                    fmt::percent(f)
-                ),
-                _ => format!(
-                    "device {}: peak {}, no limit reported",
-                    d.device,
-                    bytes(d.peak_bytes)
-                ),
-            })
+            .map(|d| present::device_line(r, d).text())
             .collect(),
-        _ => Vec::new(),
     }
 }
 
 fn cases(r: &Report) -> Vec<Case> {
     let mut cases = Vec::new();
     for b in &r.budgets {
-        let outcome = match b.status.as_str() {
-            "exceeded" => Outcome::Failure {
+        let outcome = match b.status {
+            BudgetStatus::Exceeded => Outcome::Failure {
                 message: format!(
                     "{}: {} exceeds the budget of {}",
                     b.name,
@@ -170,13 +157,13 @@ fn cases(r: &Report) -> Vec<Case> {
                 ),
                 text: budget_context(r, b).join("\n"),
             },
-            "unknown" => Outcome::Skipped {
+            BudgetStatus::Unknown => Outcome::Skipped {
                 message: format!(
                     "{}: the trace cannot tell (e.g. the plugin reports no memory limit)",
                     b.name
                 ),
             },
-            _ => Outcome::Pass,
+            BudgetStatus::Ok => Outcome::Pass,
         };
         let out = match (&outcome, b.actual) {
             (Outcome::Pass, Some(a)) => {
@@ -198,7 +185,7 @@ fn cases(r: &Report) -> Vec<Case> {
             Outcome::Failure {
                 message: format!(
                     "{} against the baseline",
-                    fmt::plural(b.regressions.len() as u64, "regression", "regressions")
+                    plural(b.regressions.len() as u64, "regression", "regressions")
                 ),
                 text: b.regressions.join("\n"),
             }
@@ -230,20 +217,13 @@ fn cases(r: &Report) -> Vec<Case> {
         extra.dedup();
         kinds.extend(extra);
         for kind in kinds {
+            // Each finding as the report words it: `kind at LOC`, what happened, `fix:`.
             let lines: Vec<String> = r
                 .findings
                 .iter()
-                .filter(|f| f.kind == kind)
-                .map(|f| {
-                    let at = f
-                        .source
-                        .as_ref()
-                        .map(loc)
-                        .filter(|l| !f.title.contains(l.as_str()))
-                        .map(|l| format!(" at {l}"))
-                        .unwrap_or_default();
-                    format!("{}{at}\n  fix: {}", f.title, f.suggestion)
-                })
+                .enumerate()
+                .filter(|(_, f)| f.kind == kind)
+                .map(|(i, f)| present::finding(i + 1, f).plain_lines().join("\n  "))
                 .collect();
             cases.push(Case {
                 classname: "tpuscope.findings",
@@ -350,7 +330,11 @@ mod tests {
             trace: &trace,
         }]);
         use tpuscope_analyzers::report::FindingKind;
-        for kind in [FindingKind::Host, FindingKind::GraphBreak, FindingKind::Host] {
+        for kind in [
+            FindingKind::Host,
+            FindingKind::GraphBreak,
+            FindingKind::Host,
+        ] {
             r.findings.push(tpuscope_analyzers::report::Finding {
                 kind,
                 title: format!("a {kind} finding"),

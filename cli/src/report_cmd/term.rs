@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use tpuscope_analyzers::present::{Align, Line, Span, Table, Tone};
+use tpuscope_analyzers::present::{Align, Item, Line, Span, Table, Tone};
 use tpuscope_analyzers::units::{LongWord, wrap};
 
 /// How to draw: colours (ANSI) or not, and the width to wrap prose at.
@@ -50,7 +50,7 @@ impl Style {
 }
 
 /// The terminal's width from COLUMNS (shells set it), else 100; prose wraps at it.
-fn columns() -> usize {
+pub fn columns() -> usize {
     std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
@@ -110,6 +110,15 @@ impl Out<'_> {
         self.line(head.trim_end());
         for l in lines {
             self.line(&format!("{}{l}", " ".repeat(pad)));
+        }
+    }
+
+    /// `   3. kind at file.py:33`, then its paragraphs under the kind.
+    pub fn item(&mut self, item: &Item) {
+        let head = self.st.line(&item.head);
+        self.line(&format!("  {:>2}. {head}", item.number));
+        for (label, text) in &item.paras {
+            self.para(6, label.as_ref(), text);
         }
     }
 

@@ -22,6 +22,17 @@ pub fn render(r: &Report, st: &Style) -> String {
     o.s
 }
 
+/// One section as the text report lays it out (for the run summary and `attach --snapshot`,
+/// which show a part of the report).
+pub fn section_text(s: &Section, st: &Style) -> String {
+    let mut o = Out {
+        s: String::new(),
+        st,
+    };
+    section(&mut o, s);
+    o.s
+}
+
 /// The title (`Title: summary` when there is one), then the blocks.
 fn section(o: &mut Out<'_>, s: &Section) {
     let title = o.st.span(&s.title);
@@ -51,13 +62,6 @@ fn block(o: &mut Out<'_>, b: &Block) {
             lines,
         } => o.labeled(indent(*depth), label, lines),
         Block::Table { depth, table } => o.table(indent(*depth), table),
-        Block::Item(item) => {
-            // `   3. kind at file.py:33`, its paragraphs under the kind.
-            let head = o.st.line(&item.head);
-            o.line(&format!("  {:>2}. {head}", item.number));
-            for (label, text) in &item.paras {
-                o.para(6, label.as_ref(), text);
-            }
-        }
+        Block::Item(item) => o.item(item),
     }
 }
