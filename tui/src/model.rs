@@ -145,6 +145,10 @@ pub struct FamilyView {
     pub not_a_finding: Option<String>,
     /// `dir/file.py:33`.
     pub source: Option<String>,
+    /// `dir/file.py:33 (function)` ([`SourceLoc::with_function`]).
+    ///
+    /// [`SourceLoc::with_function`]: tpuscope_analyzers::SourceLoc::with_function
+    pub source_label: Option<String>,
     pub function: String,
     pub details: String,
     pub suggestion: String,
@@ -364,7 +368,9 @@ impl Model {
         let findings = report
             .findings
             .iter()
-            .map(|f| format!("{}: {}", f.kind, f.title))
+            .enumerate()
+            // The report's head of the finding (`sync at file.py:33`), then what happened.
+            .map(|(i, f)| format!("{}: {}", present::finding(i + 1, f).head.text(), f.title))
             .collect();
         let phase = current_phase(&report);
         let mut phase_lines = tpuscope_analyzers::report::phases_lines(&report);
@@ -539,6 +545,7 @@ fn family(f: FamilyReport) -> FamilyView {
             .map(|s| s.function.clone())
             .unwrap_or_default(),
         source: f.source.as_ref().map(ToString::to_string),
+        source_label: f.source.as_ref().map(|s| s.with_function()),
         details: f.details,
         suggestion: f.suggestion,
         compile_ms: f.compile_ms,

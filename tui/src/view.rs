@@ -9,7 +9,7 @@ use ratatui::widgets::{
     Block, Borders, Cell, HighlightSpacing, LineGauge, Paragraph, Row, Sparkline, Table, Tabs,
 };
 
-use tpuscope_analyzers::units::{LongWord, bytes, ms, percent, wrap};
+use tpuscope_analyzers::units::{LongWord, bytes, ms, percent, plural, wrap};
 
 use crate::app::{App, Tab};
 use crate::fmt::{self, truncate};
@@ -753,8 +753,8 @@ fn device_text(d: &DeviceMem) -> Vec<Span<'static>> {
                 DIM,
             ));
             if let Some(n) = d.live_buffers {
-                let word = if n == 1 { "buffer" } else { "buffers" };
-                s.push(Span::styled(format!(" · {n} live {word}"), DIM));
+                let n = plural(u64::try_from(n).unwrap_or(0), "live buffer", "live buffers");
+                s.push(Span::styled(format!(" · {n}"), DIM));
             }
         }
     }
@@ -1081,15 +1081,10 @@ fn draw_detail(frame: &mut Frame, area: Rect, app: &mut App, f: &FamilyView) {
         head.push(Span::styled(format!("  not a finding ({why})"), DIM));
     }
     summary.push(Line::from(head));
-    if let Some(s) = &f.source {
-        let func = if f.function.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", f.function)
-        };
+    if let Some(s) = &f.source_label {
         summary.push(Line::from(vec![
             Span::raw(" at "),
-            Span::styled(format!("{s}{func}"), BOLD.fg(ACCENT)),
+            Span::styled(s.clone(), BOLD.fg(ACCENT)),
         ]));
     }
     let body = area.height;
@@ -1124,7 +1119,7 @@ fn draw_detail(frame: &mut Frame, area: Rect, app: &mut App, f: &FamilyView) {
             };
             Row::new(vec![
                 Cell::from(format!("#{}", i + 1)),
-                Cell::from(format!("{:.0}", m.t_ms)),
+                Cell::from(ms(m.t_ms)),
                 Cell::from(ms(m.compile_ms)),
                 Cell::from(m.cause.clone()),
                 Cell::from(change),
@@ -1210,10 +1205,10 @@ fn draw_detail(frame: &mut Frame, area: Rect, app: &mut App, f: &FamilyView) {
         }
     }
     let title = format!(
-        " Member #{} · {} · at {:.0} ms · {} ms compiling ",
+        " Member #{} · {} · at {} ms · {} ms compiling ",
         app.detail_member + 1,
         m.executable,
-        m.t_ms,
+        ms(m.t_ms),
         ms(m.compile_ms)
     );
     let block = section(title);
