@@ -304,3 +304,94 @@ fn run_suffix(r: &Report, run: usize) -> String {
         String::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::report::{Budget, BudgetKey, Finding, FindingKind, Input, Options, build};
+    use tpuscope_core::TraceWriter;
+    use tpuscope_core::event::{End, Manifest, Record};
+
+    /// The report of a process that ran one second and did nothing.
+    fn idle(budgets: Vec<Budget>) -> Report {
+        let m = Manifest {
+            pid: 7,
+            host: "vm".into(),
+            ..Manifest::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &m).unwrap();
+        w.write(&Record::End(End {
+            t_ns: 1_000_000_000,
+            ..Default::default()
+        }))
+        .unwrap();
+        let trace = tpuscope_core::read_trace(&w.into_inner()).unwrap();
+        let options = Options {
+            budgets,
+            ..Options::default()
+        };
+        build(
+            &[Input {
+                path: "idle.tps".into(),
+                trace: &trace,
+            }],
+            &options,
+        )
+    }
+
+    #[test]
+    fn sections_come_in_the_text_reports_order_and_optional_ones_only_when_asked() {
+        let r = idle(Vec::new());
+        let ids: Vec<SectionId> = sections(&r).iter().map(|s| s.id).collect();
+        use SectionId::*;
+        assert_eq!(
+            ids,
+            [
+                Header, Findings, Phases, Recompiles, Syncs, Steps, Cache, Memory, Errors
+            ]
+        );
+        let f = findings(&r);
+        assert_eq!(f.title, Span::new("No findings.", Tone::Pass));
+        assert!(f.summary.is_empty() && f.blocks.is_empty());
+        assert_eq!(syncs(&r).summary.text(), "no host syncs in the loop");
+
+        let r = idle(vec![Budget {
+            key: BudgetKey::Compiles,
+            limit: 0.0,
+        }]);
+        let ids: Vec<SectionId> = sections(&r).iter().map(|s| s.id).collect();
+        assert_eq!(ids.last(), Some(&Verdict));
+        assert!(ids.contains(&Budgets));
+        assert_eq!(verdict(&r).unwrap().title, Span::new("passed", Tone::Pass));
+    }
+
+    #[test]
+    fn a_finding_reads_kind_at_place_then_title_then_fix() {
+        let f = Finding {
+            kind: FindingKind::Sync,
+            title: "a host sync every step".into(),
+            source: Some(crate::SourceLoc {
+                file: "train.py".into(),
+                line: 33,
+                function: "step".into(),
+            }),
+            suggestion: "keep it on the device".into(),
+        };
+        let item = finding(2, &f);
+        assert_eq!(
+            item.head,
+            Line::new("sync", Tone::Bad)
+                .then(" at ")
+                .and("train.py:33", Tone::Code)
+        );
+        assert_eq!(
+            item.plain_lines(),
+            [
+                "sync at train.py:33",
+                "a host sync every step",
+                "fix: keep it on the device"
+            ]
+        );
+    }
+}
