@@ -21,12 +21,9 @@ const MAX_POINTS: usize = 4000;
 pub struct MemSeries {
     pub source: usize,
     pub device: i32,
-    /// True: the plugin's allocator reported; false: tpuscope's count of live buffers.
-    pub reported: bool,
     /// (ms since the source's start, bytes in use).
     pub points: Vec<[f64; 2]>,
     pub limit: Option<i64>,
-    pub peak: i64,
 }
 
 /// Everything computed from the traces off the UI thread.
@@ -125,10 +122,8 @@ impl Analysis {
                 memory.push(MemSeries {
                     source,
                     device: s.device,
-                    reported: s.reported,
                     points: downsample(&points),
                     limit: s.limit,
-                    peak: s.peak(),
                 });
             }
             let (_, bounds) = tpuscope_analyzers::steps::boundaries(trace);

@@ -4,6 +4,9 @@
 use eframe::egui::{self, Color32, RichText};
 use egui_plot::{HLine, HoverPosition, Legend, Line, LineStyle, Plot, Points, VLine};
 
+use tpuscope_analyzers::present;
+use tpuscope_analyzers::units::bytes;
+
 use crate::analysis::Analysis;
 use crate::fmt;
 
@@ -22,40 +25,14 @@ const PALETTE: [Color32; 6] = [
 const MAX_MARKERS: usize = 150;
 
 pub fn show(ui: &mut egui::Ui, a: &Analysis, labels: &[String]) {
+    // Peak, limit, growth and origin per device, as `tpuscope report` says them.
+    crate::summary::section_ui(ui, 0, &present::memory(&a.report));
     if a.memory.is_empty() {
-        ui.label("No device memory samples in this trace.");
         ui.add_space(8.0);
         compiled(ui, a);
         return;
     }
     let multi = a.memory.iter().any(|s| s.source != a.memory[0].source);
-    ui.horizontal_wrapped(|ui| {
-        for s in &a.memory {
-            let limit = s
-                .limit
-                .map(|l| {
-                    format!(
-                        "limit {} ({:.1}% at peak)",
-                        fmt::bytes(l as f64),
-                        100.0 * s.peak as f64 / l as f64
-                    )
-                })
-                .unwrap_or_else(|| "limit not reported".to_string());
-            ui.label(
-                RichText::new(format!(
-                    "device {}: peak {}, {limit}{}",
-                    s.device,
-                    fmt::bytes(s.peak as f64),
-                    if s.reported {
-                        ""
-                    } else {
-                        " — counted by tpuscope from live buffers (the plugin reports no memory stats)"
-                    }
-                ))
-                .strong(),
-            );
-        }
-    });
     ui.weak(format!(
         "orange: compiles · grey: steps (drawn up to {MAX_MARKERS} of each) · dashed red: the device's memory limit"
     ));
@@ -116,7 +93,7 @@ pub fn show(ui: &mut egui::Ui, a: &Analysis, labels: &[String]) {
             limits.dedup();
             for l in limits {
                 p.hline(
-                    HLine::new(format!("limit {}", fmt::bytes(l as f64)), l as f64)
+                    HLine::new(format!("limit {}", bytes(l)), l as f64)
                         .color(Color32::from_rgb(230, 60, 60))
                         .style(LineStyle::dashed_loose()),
                 );
@@ -163,7 +140,7 @@ fn compiled(ui: &mut egui::Ui, a: &Analysis) {
             ui.end_row();
             for e in list {
                 ui.label(&e.graph);
-                ui.label(fmt::bytes(e.peak_bytes as f64));
+                ui.label(bytes(e.peak_bytes));
                 let (r, _) = ui.allocate_exact_size(egui::vec2(160.0, 10.0), egui::Sense::hover());
                 ui.painter()
                     .rect_filled(r, 2.0, ui.visuals().faint_bg_color);
@@ -171,10 +148,10 @@ fn compiled(ui: &mut egui::Ui, a: &Analysis) {
                 fill.set_width((r.width() * e.peak_bytes as f32 / top as f32).max(1.0));
                 ui.painter()
                     .rect_filled(fill, 2.0, Color32::from_rgb(60, 180, 120));
-                ui.label(fmt::bytes(e.argument_bytes as f64));
-                ui.label(fmt::bytes(e.output_bytes as f64));
-                ui.label(fmt::bytes(e.temp_bytes as f64));
-                ui.label(fmt::bytes(e.generated_code_bytes as f64));
+                ui.label(bytes(e.argument_bytes));
+                ui.label(bytes(e.output_bytes));
+                ui.label(bytes(e.temp_bytes));
+                ui.label(bytes(e.generated_code_bytes));
                 ui.end_row();
             }
         });

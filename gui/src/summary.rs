@@ -45,8 +45,9 @@ pub fn show(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
 }
 
 /// One section. The title, findings and verdict are always shown; a section with content
-/// folds under its title; a section that is one sentence is one line.
-fn section_ui(ui: &mut egui::Ui, index: usize, s: &Section) -> Option<Action> {
+/// folds under its title; a section that is one sentence is one line. `index` tells sections
+/// of one panel apart.
+pub fn section_ui(ui: &mut egui::Ui, index: usize, s: &Section) -> Option<Action> {
     let mut action = None;
     match s.id {
         SectionId::Header => {
