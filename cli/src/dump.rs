@@ -296,12 +296,8 @@ fn text_record(
         .map(|m| m.start_mono_ns)
         .unwrap_or(0);
     let t = r.t_ns().map(|t| t.saturating_sub(t0)).unwrap_or(0);
-    // The line of a record never holds a line break (messages give their first line): one
-    // record, one line.
-    writeln!(
-        out,
-        "{:>12} {}",
-        format!("{:.3}ms", t as f64 / 1e6),
-        d.line()
-    )
+    // One record, one line: messages give their first line, and a name or a shape from a
+    // hostile trace cannot break the line either.
+    let line = d.line().replace(['\n', '\r'], " ");
+    writeln!(out, "{:>12} {line}", format!("{:.3}ms", t as f64 / 1e6))
 }
