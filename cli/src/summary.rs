@@ -95,23 +95,11 @@ pub fn print_trace_summary(path: &Path) {
         "  cache stores {}, cache loads {} ({} failed), errors {}, dropped events {}",
         c.cache_stores, c.cache_loads, c.cache_load_failures, c.errors, c.dropped
     );
-    if let Some(s) = tpuscope_analyzers::report::recording_stopped(&trace) {
-        eprintln!(
-            "  warning: {}",
-            tpuscope_analyzers::report::stopped_line(&s)
-        );
-    }
-    if let Some(w) = completeness_warning(path, &trace) {
-        eprintln!("  {w}");
-    }
-    print_findings(path, &trace);
+    eprint!("{}", findings_text(path, &trace));
 }
 
-/// The report's findings, one line and a fix each: what to look at first.
-fn print_findings(path: &Path, trace: &Trace) {
-    eprint!("{}", findings_text(path, trace));
-}
-
+/// What `tpuscope report` would say first, worded as it says it: its warnings (a cut trace,
+/// recording stopped early…), steps and phases, host syncs and the findings.
 fn findings_text(path: &Path, trace: &Trace) -> String {
     use std::fmt::Write as _;
     let label = path.display().to_string();
@@ -128,6 +116,9 @@ fn findings_text(path: &Path, trace: &Trace) -> String {
     };
     let report = tpuscope_analyzers::report::build(&inputs, &options);
     let mut o = String::new();
+    for w in &report.warnings {
+        let _ = writeln!(o, "  warning: {w}");
+    }
     // The steps the analyzers found (agent markers, else the loop's graph), not only markers.
     let _ = writeln!(
         o,
@@ -163,6 +154,24 @@ fn findings_text(path: &Path, trace: &Trace) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cut trace is said to be one in the report's words, and the verdict says it is partial.
+    #[test]
+    fn a_cut_trace_gets_the_reports_warning_and_partial_verdict() {
+        let src =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/real/jax_aot_v5e.tps");
+        let bytes = std::fs::read(&src).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cut = dir.path().join("cut.tps");
+        std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+        let trace = tpuscope_core::read_trace_file(&cut).unwrap();
+        let text = findings_text(&cut, &trace);
+        assert!(text.contains(": trace cut at byte "), "{text}");
+        assert!(
+            text.contains("  No findings in what the trace holds"),
+            "{text}"
+        );
+    }
 
     /// A run's dynamo logs sit next to its trace (`<trace>.torch_trace/`), as the sample does:
     /// the findings printed after the run include the graph break.
