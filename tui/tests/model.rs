@@ -360,3 +360,67 @@ fn workload_output_is_made_safe_for_the_terminal() {
     );
     assert_eq!(m.output, ["epoch 1 done", " 90%|█████████"]);
 }
+
+#[test]
+fn memory_is_red_by_the_reports_rule_and_partial_traces_say_why() {
+    // In use is low at the end, but the allocator's peak came within 5% of the limit: the
+    // report calls that peak a problem, so the screen does too.
+    let trace = synthetic(|w| {
+        for i in 0..10u64 {
+            w.write(&Record::Memory(Box::new(Memory {
+                t_ns: START + i * 1_000_000,
+                device: 0,
+                origin: MemoryOrigin::PluginStats as i32,
+                bytes_in_use: 100_000,
+                bytes_limit: Some(1_000_000),
+                peak_bytes_in_use: Some(950_000),
+                ..Default::default()
+            })))
+            .unwrap();
+        }
+    });
+    let m = build(&trace, None, Extra::default());
+    let d = &m.memory[0];
+    assert_eq!(d.last_bytes, 100_000);
+    assert_eq!(d.peak_bytes, 950_000);
+    assert!((d.fraction.unwrap() - 0.1).abs() < 1e-9);
+    assert!(d.near_limit);
+    // The writer was never finished: no end record, in the report's words.
+    let report = analyze(&[Input {
+        path: "t.tps".into(),
+        trace: &trace,
+    }]);
+    assert_eq!(
+        m.header.partial,
+        Some(report.traces[0].completeness.label())
+    );
+    assert!(m.header.partial.unwrap().starts_with("no end record"));
+}
+
+#[test]
+fn events_read_like_dump_and_the_largest_compiled_list_one_graph_once() {
+    let trace = load("jax_shapes.tps");
+    let m = build(&trace, None, Extra::default());
+    let graphs: Vec<&str> = m.largest_compiled.iter().map(|g| g.0.as_str()).collect();
+    let mut unique = graphs.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), graphs.len(), "{graphs:?}");
+    // The last event's line is the shared describer's line for that record.
+    let names = tpuscope_analyzers::steps::executable_names(&trace);
+    let last = trace
+        .events
+        .iter()
+        .rev()
+        // The log leaves out per-device completions: the execute line says it ran.
+        .filter(|r| !matches!(r, Record::ExecuteComplete(_)))
+        .find_map(|r| tpuscope_analyzers::describe::record(&trace, r, &names))
+        .unwrap();
+    let shown = m.events.last().unwrap();
+    assert_eq!(shown.kind, last.kind);
+    if shown.repeat == 1 {
+        assert_eq!(shown.text, last.line());
+    } else {
+        assert_eq!(shown.text, last.summary());
+    }
+}
