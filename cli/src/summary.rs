@@ -5,6 +5,8 @@ use std::path::Path;
 use tpuscope_core::event::{Direction, Record};
 use tpuscope_core::{Completeness, Trace};
 
+use tpuscope_analyzers::present;
+
 use crate::report_cmd::term::Style;
 use crate::report_cmd::text;
 
@@ -119,31 +121,24 @@ fn findings_text(path: &Path, trace: &Trace) -> String {
     for w in &report.warnings {
         let _ = writeln!(o, "  warning: {w}");
     }
-    // The steps the analyzers found (agent markers, else the loop's graph), not only markers.
-    let _ = writeln!(
-        o,
-        "  steps {} ({})",
-        report.steps.count, report.steps.detected_by
-    );
+    // The steps the analyzers found (agent markers, else the loop's graph), not only markers;
+    // the phases they give, and host syncs as the report counts them (the user's lines, not
+    // every transfer marked sync): each section's heading line, as the report words it.
+    let heading = |s: &present::Section| format!("  {}: {}", s.title.text, s.summary.text());
+    let _ = writeln!(o, "{}", heading(&present::steps(&report)));
     for l in tpuscope_analyzers::report::phases_lines(&report) {
         let _ = writeln!(o, "  {l}");
     }
     if let Some(l) = tpuscope_analyzers::report::setup_compile_line(&report) {
         let _ = writeln!(o, "  {l}");
     }
-    // Host syncs and findings as the report says them (its count: the user's lines, not
-    // every transfer marked sync).
-    let _ = writeln!(
-        o,
-        "  host syncs: {}",
-        tpuscope_analyzers::present::syncs(&report).summary.text()
-    );
+    let _ = writeln!(o, "{}", heading(&present::syncs(&report)));
     // Not wrapped: the run's own output around it is not either.
     let style = Style {
         color: false,
         width: usize::MAX,
     };
-    let findings = text::section_text(&tpuscope_analyzers::present::findings(&report), &style);
+    let findings = text::section_text(&present::findings(&report), &style);
     for l in findings.lines() {
         let _ = writeln!(o, "  {l}");
     }
