@@ -299,26 +299,11 @@ fn median_period(times: &[u64]) -> u64 {
     periods.get(periods.len() / 2).copied().unwrap_or(0)
 }
 
-/// The names compiles and loads gave executable ids.
+/// The names compiles, loads and cache loads gave executable ids.
 pub fn executable_names(trace: &Trace) -> std::collections::HashMap<u64, String> {
     let mut m = std::collections::HashMap::new();
     for r in &trace.events {
-        match r {
-            Record::Compile(c) => {
-                m.entry(c.executable_id)
-                    .or_insert_with(|| c.executable_name.clone());
-            }
-            Record::Load(l) => {
-                m.entry(l.executable_id)
-                    .or_insert_with(|| l.executable_name.clone());
-            }
-            // Executables loaded from a persistent cache have no compile record.
-            Record::CacheLoad(l) if l.executable_id != 0 => {
-                m.entry(l.executable_id)
-                    .or_insert_with(|| l.executable_name.clone());
-            }
-            _ => {}
-        }
+        crate::describe::learn_name(&mut m, r);
     }
     m
 }
