@@ -9,11 +9,14 @@ use eframe::egui::{
 };
 use tpuscope_analyzers::families::{CompileView, compiles};
 use tpuscope_analyzers::hlo_text::{RowKind, SideRow, module_lines, side_by_side};
+use tpuscope_analyzers::present::{self, Block, Section};
 use tpuscope_analyzers::report::Report;
 use tpuscope_analyzers::source::is_framework_file;
+use tpuscope_analyzers::units::ms;
 
 use crate::analysis::Analysis;
 use crate::data::Source;
+use crate::summary;
 
 /// The diff shown for one member.
 #[derive(Clone, Debug)]
@@ -176,13 +179,12 @@ pub fn show(
     sources: &[Source],
 ) -> Option<Action> {
     let mut action = None;
+    let section = present::recompiles(report);
     if report.recompiles.is_empty() {
-        ui.label(format!(
-            "No recompiles: each of {} graphs compiled once.",
-            report.compiles.families
-        ));
+        summary::section_ui(ui, 0, &section);
         return None;
     }
+    let families = family_blocks(&section);
     if st.family.is_none() && st.auto_select {
         st.select_family(report, 0);
     }
@@ -195,10 +197,11 @@ pub fn show(
                 .show(ui, |ui| {
                     ui.label(RichText::new("Families").strong());
                     for (i, f) in report.recompiles.iter().enumerate() {
-                        let mut text = format!("{} · {}× · {}", f.graph, f.count, f.cause);
-                        if let Some(why) = f.not_a_finding() {
-                            text.push_str(&format!(" ({why})"));
-                        }
+                        // The report's line for the family, else its name.
+                        let text = match families.get(i).and_then(|b| b.first()) {
+                            Some(Block::Line { line, .. }) => summary::line_job(ui, line).into(),
+                            _ => egui::WidgetText::from(f.graph.as_str()),
+                        };
                         if ui.selectable_label(st.family == Some(i), text).clicked() {
                             st.select_family(report, i);
                         }
@@ -209,10 +212,10 @@ pub fn show(
                         for (i, m) in f.members.iter().enumerate() {
                             let cause = m.cause.map_or("first", |c| c.as_str());
                             let text = format!(
-                                "#{} · {:.0} ms · {:.1} ms compile · {cause}",
+                                "#{} · {} ms · {} ms compile · {cause}",
                                 i + 1,
-                                m.t_ms,
-                                m.compile_ms
+                                ms(m.t_ms),
+                                ms(m.compile_ms)
                             );
                             if ui.selectable_label(st.member == Some(i), text).clicked() {
                                 st.member = Some(i);
@@ -231,27 +234,11 @@ pub fn show(
     let f = report.recompiles.get(fi)?;
     let m = f.members.get(mi)?;
     egui::CentralPanel::default().show(ui, |ui| {
-        ui.horizontal_wrapped(|ui| {
-            ui.heading(&f.graph);
-            ui.label(format!(
-                "{}× · {} · {:.0} ms compiling · {} in the steady state",
-                f.count, f.cause, f.compile_ms, f.steady_state_recompiles
-            ));
-        });
-        if let Some(s) = &f.source {
-            ui.label(RichText::new(format!("source line: {s}")).strong());
+        // The family as the report says it: its line, where, details, the fix.
+        if let Some(blocks) = families.get(fi) {
+            let mut none = None;
+            summary::blocks_ui(ui, fi, blocks, &mut none);
         }
-        if !f.details.is_empty() {
-            ui.label(&f.details);
-        }
-        ui.horizontal_wrapped(|ui| {
-            ui.label(
-                RichText::new("fix:")
-                    .strong()
-                    .color(Color32::from_rgb(90, 190, 110)),
-            );
-            ui.label(&f.suggestion);
-        });
         ui.separator();
         ui.horizontal_wrapped(|ui| {
             ui.label(RichText::new(format!("member #{}", mi + 1)).strong());
@@ -416,4 +403,29 @@ fn highlighted(text: &str, spans: &[(usize, usize)], font: &FontId, colour: Colo
     }
     job.append(&text[at..], 0.0, plain);
     job
+}
+
+/// The report's blocks of each recompiled family, in `report.recompiles` order: its line (the
+/// section's depth-1 line), then where, details and the fix; its table of compiles and what
+/// follows it are left out (the explorer lists the members itself).
+fn family_blocks(section: &Section) -> Vec<Vec<Block>> {
+    let mut out: Vec<Vec<Block>> = Vec::new();
+    // After a family's table come notes about the table (members left out): not shown.
+    let mut after_table = false;
+    for b in &section.blocks {
+        match b {
+            Block::Line { depth: 1, .. } => {
+                out.push(vec![b.clone()]);
+                after_table = false;
+            }
+            Block::Table { .. } => after_table = true,
+            _ if after_table => {}
+            _ => {
+                if let Some(f) = out.last_mut() {
+                    f.push(b.clone());
+                }
+            }
+        }
+    }
+    out
 }

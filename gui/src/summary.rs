@@ -90,7 +90,8 @@ fn title_job(ui: &egui::Ui, s: &Section, size: f32) -> LayoutJob {
     job
 }
 
-fn blocks_ui(ui: &mut egui::Ui, section: usize, blocks: &[Block], action: &mut Option<Action>) {
+/// Blocks of a section, laid out as the summary does (`section` tells panels' grids apart).
+pub fn blocks_ui(ui: &mut egui::Ui, section: usize, blocks: &[Block], action: &mut Option<Action>) {
     for (i, b) in blocks.iter().enumerate() {
         match b {
             Block::Line { depth, line } => at_depth(ui, *depth, |ui| {
@@ -218,7 +219,8 @@ fn span_job(ui: &egui::Ui, s: &Span) -> LayoutJob {
     job
 }
 
-fn line_job(ui: &egui::Ui, l: &Line) -> LayoutJob {
+/// A line with its tones, for any egui text widget.
+pub fn line_job(ui: &egui::Ui, l: &Line) -> LayoutJob {
     let mut job = LayoutJob::default();
     append_line(ui, &mut job, l);
     job

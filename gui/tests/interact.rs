@@ -33,7 +33,7 @@ fn selecting_a_family_shows_its_hlo_diff() {
     let family = h.state().analysis.as_ref().unwrap().report.recompiles[0]
         .graph
         .clone();
-    h.get_by_label_contains(&format!("{family} ·")).click();
+    h.get_by_label_contains(&format!("{family}: ")).click();
     h.run();
     let d = h
         .state()
