@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, ErrorInfo, MemoryOrigin, Record};
 
-use crate::source::{SourceLoc, user_frame};
+use crate::source::{SourceLoc, innermost_frame, user_frame};
 use crate::units::{bytes, duration, first_line};
 
 /// What a record is about, for colouring it.
@@ -110,14 +110,7 @@ fn at(trace: &Trace, stack: u32) -> Option<SourceLoc> {
     if stack == 0 {
         return None;
     }
-    user_frame(trace, stack).or_else(|| {
-        let f = trace.stacks.get(&stack)?.frames.first()?;
-        Some(SourceLoc {
-            file: trace.string(f.file).to_string(),
-            line: f.line,
-            function: trace.string(f.function).to_string(),
-        })
-    })
+    user_frame(trace, stack).or_else(|| innermost_frame(trace, stack))
 }
 
 /// `f32[64,8]`.

@@ -136,6 +136,16 @@ pub fn user_frame(trace: &Trace, stack: u32) -> Option<SourceLoc> {
     })
 }
 
+/// The innermost frame of an interned stack, whoever's code it is.
+pub fn innermost_frame(trace: &Trace, stack: u32) -> Option<SourceLoc> {
+    let f = trace.stacks.get(&stack)?.frames.first()?;
+    Some(SourceLoc {
+        file: trace.string(f.file).to_string(),
+        line: f.line,
+        function: trace.string(f.function).to_string(),
+    })
+}
+
 /// The innermost library frame (flax, transformers, …: not the frontend) between the event and
 /// the user's frame: where a library did what the user's call asked for. `None` when the user's
 /// line called the frontend directly.

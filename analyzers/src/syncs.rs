@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record};
 
-use crate::source::{SourceLoc, library_frame, user_frame};
+use crate::source::{SourceLoc, innermost_frame, library_frame, user_frame};
 
 /// One host sync.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,7 +43,7 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
             .or_insert_with(|| {
                 (
                     user_frame(trace, stack),
-                    innermost(trace, stack),
+                    innermost_frame(trace, stack),
                     library_frame(trace, stack),
                 )
             })
@@ -95,15 +95,6 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
         }
     }
     (out, runtime_waits)
-}
-
-fn innermost(trace: &Trace, stack: u32) -> Option<SourceLoc> {
-    let f = trace.stacks.get(&stack)?.frames.first()?;
-    Some(SourceLoc {
-        file: trace.string(f.file).to_string(),
-        line: f.line,
-        function: trace.string(f.function).to_string(),
-    })
 }
 
 /// Syncs grouped by the user line.
