@@ -120,7 +120,7 @@ impl RecState {
             view.note = Some(no_hlo.into());
             return view;
         };
-        view.right_title = format!("#{} {} at {:.0} ms", m + 1, member.executable, member.t_ms);
+        view.right_title = format!("#{} {} at {} ms", m + 1, member.executable, ms(member.t_ms));
         match member
             .against
             .and_then(|i| fam.members.get(i).map(|o| (i, o)))
@@ -131,7 +131,7 @@ impl RecState {
                     return view;
                 };
                 view.left_title =
-                    format!("#{} {} at {:.0} ms", i + 1, other.executable, other.t_ms);
+                    format!("#{} {} at {} ms", i + 1, other.executable, ms(other.t_ms));
                 view.rows = side_by_side(left, right);
             }
             None => {
