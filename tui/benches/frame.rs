@@ -12,7 +12,7 @@
 //! `TPUSCOPE_BENCH_EVENTS` events (default 100 000) arrive at `TPUSCOPE_BENCH_RATE` events/s
 //! (default 10 000): the simulation runs 10 frames per second of stream time, and every 500 ms
 //! rebuilds the state the way a viewer does — decode the bytes received so far
-//! (`read_trace`), `analyze`, `Model::build` — then draws every frame into a 120x40
+//! (`read_trace`), `report::build`, `Model::build` — then draws every frame into a 120x40
 //! `TestBackend`. It prints the per-frame time (mean, p99, max), the frames per second that
 //! leaves, the rebuild's parts at the largest size, and the idle cost (drawing only) as a share
 //! of a core at 4 frames per second.
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use tpuscope_analyzers::report::{Input, analyze};
+use tpuscope_analyzers::report::{self, Input};
 use tpuscope_core::event::*;
 use tpuscope_core::{RawStackEntry, Record, TraceWriter, read_trace};
 use tpuscope_tui::{App, Extra, Model, RunState, view};
@@ -305,10 +305,13 @@ fn rebuild(bytes: &[u8]) -> (Model, [Duration; 3]) {
     let t0 = Instant::now();
     let trace = ok(read_trace(bytes));
     let t1 = Instant::now();
-    let report = analyze(&[Input {
-        path: "live".into(),
-        trace: &trace,
-    }]);
+    let report = report::build(
+        &[Input {
+            path: "live".into(),
+            trace: &trace,
+        }],
+        &report::Options::default(),
+    );
     let t2 = Instant::now();
     let model = Model::build(
         &trace,
@@ -415,7 +418,7 @@ fn main() {
         100.0 * mean.as_secs_f64() * FPS as f64,
     );
     println!(
-        "  frames without a rebuild: mean {:.2} ms (draw only); rebuilds: {} , mean {:.1} ms, last (at {last_events} events) {:.1} ms = read_trace {:.1} + analyze {:.1} + Model::build {:.1}",
+        "  frames without a rebuild: mean {:.2} ms (draw only); rebuilds: {} , mean {:.1} ms, last (at {last_events} events) {:.1} ms = read_trace {:.1} + report::build {:.1} + Model::build {:.1}",
         ms(draw_mean),
         rebuild_times.len(),
         ms(rebuild_times.iter().sum::<Duration>() / rebuild_times.len().max(1) as u32),

@@ -8,7 +8,7 @@
 use std::error::Error;
 use std::time::{Duration, Instant};
 
-use tpuscope_analyzers::report::{Input, analyze};
+use tpuscope_analyzers::report::{self, Input};
 use tpuscope_core::event::RecordKind;
 use tpuscope_core::format::FRAME_HEADER_LEN;
 use tpuscope_core::reader::{FrameItem, FrameIter, parse_header};
@@ -55,10 +55,13 @@ fn main() -> Result<(), Box<dyn Error>> {
                 let n = frames.partition_point(|f| f.1 <= stream_ns);
                 let end = frames.get(n.wrapping_sub(1)).map_or(header.len, |f| f.0);
                 let trace = read_trace(&bytes[..end])?;
-                let report = analyze(&[Input {
-                    path: path.clone(),
-                    trace: &trace,
-                }]);
+                let report = report::build(
+                    &[Input {
+                        path: path.clone(),
+                        trace: &trace,
+                    }],
+                    &report::Options::default(),
+                );
                 let state = if n == frames.len() {
                     RunState::Ended
                 } else {

@@ -6,7 +6,7 @@ use std::path::Path;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
-use tpuscope_analyzers::report::{Input, analyze};
+use tpuscope_analyzers::report::{self, Input};
 use tpuscope_core::{Record, Trace, read_trace_file};
 use tpuscope_tui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tpuscope_tui::{Action, App, Extra, HIGHLIGHT_MS, Model, RunState, Tab, view};
@@ -21,10 +21,13 @@ fn load(name: &str) -> Trace {
 }
 
 fn build(trace: &Trace, extra: Extra) -> Model {
-    let report = analyze(&[Input {
-        path: "trace.tps".into(),
-        trace,
-    }]);
+    let report = report::build(
+        &[Input {
+            path: "trace.tps".into(),
+            trace,
+        }],
+        &report::Options::default(),
+    );
     Model::build(trace, report, None, extra)
 }
 

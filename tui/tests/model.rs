@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tpuscope_analyzers::report::{Input, analyze};
+use tpuscope_analyzers::report::{self, Input};
 use tpuscope_core::event::*;
 use tpuscope_core::{Record, Trace, TraceWriter, read_trace, read_trace_file};
 use tpuscope_tui::model::{EVENT_LINES, EventKind};
@@ -19,10 +19,13 @@ fn load(name: &str) -> Trace {
 }
 
 fn build(trace: &Trace, now_ns: Option<u64>, extra: Extra) -> Model {
-    let report = analyze(&[Input {
-        path: "t.tps".into(),
-        trace,
-    }]);
+    let report = report::build(
+        &[Input {
+            path: "t.tps".into(),
+            trace,
+        }],
+        &report::Options::default(),
+    );
     Model::build(trace, report, now_ns, extra)
 }
 
@@ -386,10 +389,13 @@ fn memory_is_red_by_the_reports_rule_and_partial_traces_say_why() {
     assert!((d.fraction.unwrap() - 0.1).abs() < 1e-9);
     assert!(d.near_limit);
     // The writer was never finished: no end record, in the report's words.
-    let report = analyze(&[Input {
-        path: "t.tps".into(),
-        trace: &trace,
-    }]);
+    let report = report::build(
+        &[Input {
+            path: "t.tps".into(),
+            trace: &trace,
+        }],
+        &report::Options::default(),
+    );
     assert_eq!(
         m.header.partial,
         Some(report.traces[0].completeness.label())

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use tpuscope_analyzers::report::{Input, analyze};
+use tpuscope_analyzers::report::{self, Input};
 use tpuscope_core::{Trace, read_trace_file};
 use tpuscope_tui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tpuscope_tui::{App, Extra, Model, RunState, Tab, view};
@@ -22,10 +22,13 @@ fn load(name: &str) -> Trace {
 }
 
 fn build(trace: &Trace, now_ns: Option<u64>, extra: Extra) -> Model {
-    let report = analyze(&[Input {
-        path: "trace.tps".into(),
-        trace,
-    }]);
+    let report = report::build(
+        &[Input {
+            path: "trace.tps".into(),
+            trace,
+        }],
+        &report::Options::default(),
+    );
     Model::build(trace, report, now_ns, extra)
 }
 
