@@ -119,12 +119,33 @@ pub struct LogCache {
     lookup: u64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct CachedFile {
     len: u64,
     modified: Option<SystemTime>,
-    bytes: Vec<u8>,
+    /// The file's complete lines, decoded once (a newline never falls inside a UTF-8 sequence,
+    /// so decoding line by line is decoding the whole).
+    lines: String,
+    /// The bytes after the last newline (an entry dynamo is still writing).
+    tail: Vec<u8>,
     seen: u64,
+}
+
+impl CachedFile {
+    /// The whole text, as `String::from_utf8_lossy` of the file would give it.
+    fn text(&self) -> String {
+        let mut text = self.lines.clone();
+        text.push_str(&String::from_utf8_lossy(&self.tail));
+        text
+    }
+
+    fn append(&mut self, bytes: &[u8]) {
+        self.tail.extend_from_slice(bytes);
+        if let Some(nl) = self.tail.iter().rposition(|&b| b == b'\n') {
+            let complete: Vec<u8> = self.tail.drain(..=nl).collect();
+            self.lines.push_str(&String::from_utf8_lossy(&complete));
+        }
+    }
 }
 
 impl LogCache {
@@ -143,34 +164,32 @@ impl LogCache {
         let mut file = std::fs::File::open(path)?;
         let meta = file.metadata()?;
         let (len, modified) = (meta.len(), meta.modified().ok());
-        let cached = self.files.entry(path.to_path_buf()).or_insert(CachedFile {
-            len: 0,
-            modified: None,
-            bytes: Vec::new(),
-            seen: 0,
-        });
+        let cached = self.files.entry(path.to_path_buf()).or_default();
         cached.seen = self.lookup;
         let unchanged = cached.len == len && cached.modified == modified && modified.is_some();
         if !unchanged {
             // Appended to: read the new bytes only (up to the length just seen, so that the
-            // cached length and bytes agree even while the file grows).
+            // cached length and text agree even while the file grows).
             let from = if len > cached.len && cached.modified.is_some() {
                 cached.len
             } else {
-                cached.bytes.clear();
+                *cached = CachedFile {
+                    seen: self.lookup,
+                    ..CachedFile::default()
+                };
                 0
             };
-            cached.len = from;
+            // Until the read succeeds, what is cached is read whole next time.
             cached.modified = None;
             file.seek(SeekFrom::Start(from))?;
             let mut added = Vec::new();
             file.take(len - from).read_to_end(&mut added)?;
-            cached.bytes.extend_from_slice(&added);
+            cached.append(&added);
             cached.len = from + added.len() as u64;
             // A file cut while read is read whole next time.
             cached.modified = if cached.len == len { modified } else { None };
         }
-        Ok(String::from_utf8_lossy(&cached.bytes).into_owned())
+        Ok(cached.text())
     }
 }
 
@@ -209,9 +228,9 @@ mod tests {
         assert_eq!(live.files[0].1, "first line\n");
 
         // Unchanged: served from the cache (the bytes on disk are not looked at).
-        cache.files.get_mut(&log).unwrap().bytes = b"cached".to_vec();
-        assert_eq!(cache.find(&trace, "pid 1").unwrap().files[0].1, "cached");
-        cache.files.get_mut(&log).unwrap().bytes = b"first line\n".to_vec();
+        cache.files.get_mut(&log).unwrap().lines = "cached\n".into();
+        assert_eq!(cache.find(&trace, "pid 1").unwrap().files[0].1, "cached\n");
+        cache.files.get_mut(&log).unwrap().lines = "first line\n".into();
 
         // Appended to: only the new bytes are read.
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
@@ -223,6 +242,23 @@ mod tests {
             live.files,
             find(None, None, Some(&trace), "pid 1").unwrap().files
         );
+
+        // An entry still being written, cut inside a character: the same text as a fresh read,
+        // then the whole character once the rest arrives.
+        for (piece, want) in [
+            (&b"third \xc3"[..], "third \u{fffd}"),
+            (&b"\xa9 end"[..], "third \u{e9} end"),
+        ] {
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            std::io::Write::write_all(&mut f, piece).unwrap();
+            drop(f);
+            let live = cache.find(&trace, "pid 1").unwrap();
+            assert!(live.files[0].1.ends_with(want), "{:?}", live.files[0].1);
+            assert_eq!(
+                live.files,
+                find(None, None, Some(&trace), "pid 1").unwrap().files
+            );
+        }
 
         // Rewritten shorter: read whole again; a removed file is forgotten.
         std::fs::write(&log, "new\n").unwrap();
