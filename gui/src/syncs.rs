@@ -2,9 +2,9 @@
 //! on the timeline.
 
 use eframe::egui::{self, Color32, RichText, Sense, vec2};
+use tpuscope_analyzers::describe::{self, ExecutableNames};
 use tpuscope_analyzers::present;
 use tpuscope_analyzers::units::{bytes, ms, plural};
-use tpuscope_core::Record;
 
 use crate::analysis::Analysis;
 use crate::data::Source;
@@ -129,42 +129,30 @@ pub fn show(
             egui::Grid::new("sync_events_table")
                 .striped(true)
                 .show(ui, |ui| {
-                    for h in ["at", "stall", "what", "call"] {
+                    for h in ["at", "stall", "what"] {
                         ui.label(RichText::new(h).weak());
                     }
                     ui.end_row();
+                    // Reads and waits carry no executable id: no names needed.
+                    let names = ExecutableNames::new();
                     for &(src, ev) in events.iter().take(MAX_LISTED) {
                         let Some(trace) = sources.get(src).and_then(Source::trace) else {
                             continue;
                         };
-                        let (t, stall, what, api) = match trace.events.get(ev) {
-                            Some(Record::Transfer(x)) => (
-                                x.t_ns,
-                                x.blocked_ns.max(x.dur_ns),
-                                format!(
-                                    "{}[{}] {}",
-                                    x.dtype,
-                                    x.dims
-                                        .iter()
-                                        .map(i64::to_string)
-                                        .collect::<Vec<_>>()
-                                        .join(","),
-                                    bytes(i64::try_from(x.bytes).unwrap_or(i64::MAX))
-                                ),
-                                x.api.clone(),
-                            ),
-                            Some(Record::Sync(x)) => {
-                                (x.t_ns, x.dur_ns, x.reason.clone(), x.reason.clone())
-                            }
-                            _ => continue,
+                        let Some(r) = trace.events.get(ev) else {
+                            continue;
+                        };
+                        let (Some(t), Some(d)) = (r.t_ns(), describe::record(trace, r, &names))
+                        else {
+                            continue;
                         };
                         let at = t.saturating_sub(t0.get(src).copied().unwrap_or(0));
                         if ui.link(fmt::dur(at as f64)).clicked() {
                             action = Some(Action::Event(src, ev));
                         }
-                        ui.label(fmt::dur(stall as f64));
-                        ui.label(what);
-                        ui.weak(api);
+                        // `blocked 0.518 ms` / `waited 2.50 s`: the stall the report sums.
+                        ui.label(d.detail);
+                        ui.label(d.what);
                         ui.end_row();
                     }
                 });
