@@ -383,14 +383,14 @@ impl App {
         self.collect();
         let now = ui.input(|i| i.time);
         self.follow_tick(now);
-        egui::Panel::top("top").show(ui, |ui| self.top_bar(ui));
+        egui::Panel::top("top").show(ui, |ui| self.top_bar_ui(ui));
         if self.tab == Tab::Timeline {
-            self.details_panel(ui);
+            self.details_panel_ui(ui);
         }
-        egui::CentralPanel::default().show(ui, |ui| self.central(ui));
+        egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui));
     }
 
-    fn top_bar(&mut self, ui: &mut egui::Ui) {
+    fn top_bar_ui(&mut self, ui: &mut egui::Ui) {
         ui.horizontal_wrapped(|ui| {
             ui.label(RichText::new("tpuscope").strong().size(16.0));
             for s in &self.sources {
@@ -447,7 +447,7 @@ impl App {
         });
     }
 
-    fn central(&mut self, ui: &mut egui::Ui) {
+    fn central_ui(&mut self, ui: &mut egui::Ui) {
         if self.sources.iter().all(|s| s.trace().is_none()) {
             ui.vertical_centered(|ui| {
                 ui.add_space(40.0);
@@ -469,7 +469,7 @@ impl App {
                 };
                 describe::line(t, event, names.get(source).unwrap_or(&no_names))
             };
-            match timeline::show(ui, &self.timeline, &mut self.view, &describe) {
+            match timeline::tab_ui(ui, &self.timeline, &mut self.view, &describe) {
                 Some(Clicked::Event(s, e)) => self.view.selected = Some((s, e)),
                 Some(Clicked::Nothing) => self.view.selected = None,
                 None => {}
@@ -492,7 +492,7 @@ impl App {
             return;
         };
         match self.tab {
-            Tab::Summary => match summary::show(ui, &a.report) {
+            Tab::Summary => match summary::tab_ui(ui, &a.report) {
                 Some(summary::Action::Family(f)) => {
                     self.rec.select_family(&a.report, f);
                     self.tab = Tab::Recompiles;
@@ -502,25 +502,25 @@ impl App {
             },
             Tab::Recompiles => {
                 if let Some(recompiles::Action::Timeline(s, e)) =
-                    recompiles::show(ui, &mut self.rec, &a.report, &a, &self.sources)
+                    recompiles::tab_ui(ui, &mut self.rec, &a.report, &a, &self.sources)
                 {
                     self.show_on_timeline(s, e);
                 }
             }
             Tab::Syncs => {
-                match syncs::show(ui, &a, &self.sources, &self.timeline.t0, self.sync_selected) {
+                match syncs::tab_ui(ui, &a, &self.sources, &self.timeline.t0, self.sync_selected) {
                     Some(syncs::Action::Line(l)) => self.mark_sync_line(l, true),
                     Some(syncs::Action::Event(s, e)) => self.show_on_timeline(s, e),
                     None => {}
                 }
             }
-            Tab::Hbm => hbm::show(ui, &a, &self.labels()),
-            Tab::Flame => self.flame_tab(ui, &a),
+            Tab::Hbm => hbm::tab_ui(ui, &a, &self.labels()),
+            Tab::Flame => self.flame_tab_ui(ui, &a),
             Tab::Timeline => {}
         }
     }
 
-    fn flame_tab(&mut self, ui: &mut egui::Ui, a: &Analysis) {
+    fn flame_tab_ui(&mut self, ui: &mut egui::Ui, a: &Analysis) {
         let folded = match self.flame.kind {
             FlameKind::CompileTime => &a.flame_compile,
             FlameKind::SyncStall => &a.flame_sync,
@@ -555,14 +555,14 @@ impl App {
             egui::ScrollArea::vertical()
                 .auto_shrink([false, false])
                 .show(ui, |ui| {
-                    if let Some(n) = flame::chart(ui, tree, self.flame.zoom) {
+                    if let Some(n) = flame::chart_ui(ui, tree, self.flame.zoom) {
                         self.flame.zoom = n;
                     }
                 });
         }
     }
 
-    fn details_panel(&mut self, ui: &mut egui::Ui) {
+    fn details_panel_ui(&mut self, ui: &mut egui::Ui) {
         let Some((source, event)) = self.view.selected else {
             return;
         };

@@ -134,7 +134,7 @@ fn colour(name: &str, user: bool) -> Color32 {
 }
 
 /// Draws the chart in the space left; returns the node clicked, if any.
-pub fn chart(ui: &mut egui::Ui, tree: &Tree, zoom: usize) -> Option<usize> {
+pub fn chart_ui(ui: &mut egui::Ui, tree: &Tree, zoom: usize) -> Option<usize> {
     let avail = ui.available_size();
     let height = (tree.max_depth as f32 + 1.0) * ROW;
     let (rect, response) =

@@ -24,12 +24,12 @@ const PALETTE: [Color32; 6] = [
 /// none are drawn.
 const MAX_MARKERS: usize = 150;
 
-pub fn show(ui: &mut egui::Ui, a: &Analysis, labels: &[String]) {
+pub fn tab_ui(ui: &mut egui::Ui, a: &Analysis, labels: &[String]) {
     // Peak, limit, growth and origin per device, as `tpuscope report` says them.
     crate::summary::section_ui(ui, 0, &present::memory(&a.report));
     if a.memory.is_empty() {
         ui.add_space(8.0);
-        compiled(ui, a);
+        compiled_ui(ui, a);
         return;
     }
     let multi = a.memory.iter().any(|s| s.source != a.memory[0].source);
@@ -116,7 +116,7 @@ pub fn show(ui: &mut egui::Ui, a: &Analysis, labels: &[String]) {
 }
 
 /// What each compiled executable needs on the device (`GetCompiledMemoryStats`).
-fn compiled(ui: &mut egui::Ui, a: &Analysis) {
+fn compiled_ui(ui: &mut egui::Ui, a: &Analysis) {
     let list = &a.report.compiled_memory;
     if list.is_empty() {
         return;

@@ -171,7 +171,7 @@ const LEFT_BG: Color32 = Color32::from_rgba_premultiplied(100, 25, 25, 90);
 const RIGHT_BG: Color32 = Color32::from_rgba_premultiplied(25, 90, 35, 90);
 const TOKEN_BG: Color32 = Color32::from_rgb(150, 110, 0);
 
-pub fn show(
+pub fn tab_ui(
     ui: &mut egui::Ui,
     st: &mut RecState,
     report: &Report,
@@ -274,12 +274,12 @@ pub fn show(
                 }
             });
         ui.separator();
-        diff_panel(ui, st);
+        diff_panel_ui(ui, st);
     });
     action
 }
 
-fn diff_panel(ui: &mut egui::Ui, st: &mut RecState) {
+fn diff_panel_ui(ui: &mut egui::Ui, st: &mut RecState) {
     let Some(d) = &st.diff else {
         return;
     };

@@ -25,7 +25,7 @@ pub enum Action {
     SyncLine(usize),
 }
 
-pub fn show(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
+pub fn tab_ui(ui: &mut egui::Ui, r: &Report) -> Option<Action> {
     let mut action = None;
     egui::ScrollArea::vertical()
         .auto_shrink([false, false])
@@ -94,17 +94,17 @@ fn title_job(ui: &egui::Ui, s: &Section, size: f32) -> LayoutJob {
 pub fn blocks_ui(ui: &mut egui::Ui, section: usize, blocks: &[Block], action: &mut Option<Action>) {
     for (i, b) in blocks.iter().enumerate() {
         match b {
-            Block::Line { depth, line } => at_depth(ui, *depth, |ui| {
+            Block::Line { depth, line } => at_depth_ui(ui, *depth, |ui| {
                 ui.label(line_job(ui, line));
             }),
-            Block::Para { depth, label, text } => at_depth(ui, *depth, |ui| {
+            Block::Para { depth, label, text } => at_depth_ui(ui, *depth, |ui| {
                 labeled_para_ui(ui, label.as_ref(), text);
             }),
             Block::Labeled {
                 depth,
                 label,
                 lines,
-            } => at_depth(ui, *depth, |ui| {
+            } => at_depth_ui(ui, *depth, |ui| {
                 ui.horizontal_top(|ui| {
                     ui.label(span_job(ui, label));
                     ui.vertical(|ui| {
@@ -114,7 +114,7 @@ pub fn blocks_ui(ui: &mut egui::Ui, section: usize, blocks: &[Block], action: &m
                     });
                 });
             }),
-            Block::Table { depth, table } => at_depth(ui, *depth, |ui| {
+            Block::Table { depth, table } => at_depth_ui(ui, *depth, |ui| {
                 if let Some(a) = table_ui(ui, (section, i), table) {
                     *action = Some(a);
                 }
@@ -202,7 +202,7 @@ fn table_ui(ui: &mut egui::Ui, id: (usize, usize), t: &Table) -> Option<Action> 
 }
 
 /// Content `depth` levels under its section: level 1 is the section's own indentation.
-fn at_depth(ui: &mut egui::Ui, depth: u8, add: impl FnOnce(&mut egui::Ui)) {
+fn at_depth_ui(ui: &mut egui::Ui, depth: u8, add: impl FnOnce(&mut egui::Ui)) {
     if depth <= 1 {
         add(ui);
     } else {

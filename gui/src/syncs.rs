@@ -22,7 +22,7 @@ pub enum Action {
 }
 
 /// Draws the table of lines and the syncs of the selected one.
-pub fn show(
+pub fn tab_ui(
     ui: &mut egui::Ui,
     a: &Analysis,
     sources: &[Source],

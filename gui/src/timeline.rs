@@ -121,7 +121,7 @@ impl TimelineView {
 }
 
 /// Draws the timeline in the space left and handles its input.
-pub fn show(
+pub fn tab_ui(
     ui: &mut egui::Ui,
     tl: &Timeline,
     view: &mut TimelineView,
@@ -130,7 +130,7 @@ pub fn show(
     if !view.fitted {
         view.fit(tl);
     }
-    legend(ui, view);
+    legend_ui(ui, view);
     let avail = ui.available_rect_before_wrap();
     let (rect, response) = ui.allocate_exact_size(avail.size(), Sense::click_and_drag());
     let painter = ui.painter_at(rect);
@@ -464,7 +464,7 @@ fn hit(drawn: &[(usize, Rect, Bar)], p: Pos2) -> Option<(usize, Bar)> {
         .map(|(l, _, b)| (*l, *b))
 }
 
-fn legend(ui: &mut egui::Ui, view: &TimelineView) {
+fn legend_ui(ui: &mut egui::Ui, view: &TimelineView) {
     ui.horizontal_wrapped(|ui| {
         for k in Kind::ALL {
             let (r, _) = ui.allocate_exact_size(vec2(12.0, 12.0), Sense::hover());
