@@ -122,13 +122,37 @@ fn shape(dtype: &str, dims: &[i64]) -> String {
 /// The record in words; `None` for records that say nothing to a person (clock anchors, the
 /// interned definitions, the end record).
 pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Described> {
-    let mut fields: Vec<(&'static str, String)> = Vec::new();
-    let mut stack = 0;
-    let (kind, what, detail) = match r {
+    let mut d = Parts::default();
+    let (kind, what, detail) = program(r, &mut d)
+        .or_else(|| execution(trace, r, names, &mut d))
+        .or_else(|| data(r, &mut d))
+        .or_else(|| marker(r, &mut d))?;
+    Some(Described {
+        kind,
+        what,
+        detail,
+        at: at(trace, d.stack),
+        fields: d.fields,
+    })
+}
+
+/// What the record's describer collects besides its words: the fields and the stack.
+#[derive(Default)]
+struct Parts {
+    fields: Vec<(&'static str, String)>,
+    stack: u32,
+}
+
+/// (kind, what, detail) of a record, when the describer knows its kind.
+type Words = Option<(EventKind, String, String)>;
+
+/// The client, compiles, loads and the persistent cache.
+fn program(r: &Record, d: &mut Parts) -> Words {
+    Some(match r {
         Record::Client(c) => {
-            fields.push(("platform", c.platform_name.clone()));
-            fields.push(("version", c.platform_version.clone()));
-            fields.push(("devices", c.devices.len().to_string()));
+            d.fields.push(("platform", c.platform_name.clone()));
+            d.fields.push(("version", c.platform_version.clone()));
+            d.fields.push(("devices", c.devices.len().to_string()));
             (
                 EventKind::Other,
                 format!(
@@ -141,10 +165,10 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
             )
         }
         Record::Compile(c) => {
-            fields.push(("duration", dur(c.dur_ns)));
-            fields.push(("executable", c.executable_name.clone()));
-            fields.push(("api", c.api.clone()));
-            fields.push((
+            d.fields.push(("duration", dur(c.dur_ns)));
+            d.fields.push(("executable", c.executable_name.clone()));
+            d.fields.push(("api", c.api.clone()));
+            d.fields.push((
                 "program",
                 format!(
                     "{} {} ({:016x})",
@@ -153,13 +177,13 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
                     c.program_hash
                 ),
             ));
-            fields.push(("thread", c.thread.to_string()));
+            d.fields.push(("thread", c.thread.to_string()));
             if let Some(m) = &c.memory {
-                fields.push(("peak memory", bytes(m.peak_memory)));
-                fields.push(("temp", bytes(m.temp_size)));
+                d.fields.push(("peak memory", bytes(m.peak_memory)));
+                d.fields.push(("temp", bytes(m.temp_size)));
             }
-            error_field(&mut fields, &c.error);
-            stack = c.stack;
+            error_field(&mut d.fields, &c.error);
+            d.stack = c.stack;
             (
                 if c.error.is_some() {
                     EventKind::Error
@@ -177,25 +201,80 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
             )
         }
         Record::Load(l) => {
-            fields.push(("duration", dur(l.dur_ns)));
-            fields.push(("executable", l.executable_name.clone()));
-            stack = l.stack;
+            d.fields.push(("duration", dur(l.dur_ns)));
+            d.fields.push(("executable", l.executable_name.clone()));
+            d.stack = l.stack;
             (
                 EventKind::Compile,
                 format!("load {}", l.executable_name),
                 format!("in {}", dur(l.dur_ns)),
             )
         }
+        Record::CacheStore(c) => {
+            d.fields.push(("duration", dur(c.dur_ns)));
+            d.fields.push(("executable", c.executable_name.clone()));
+            d.fields.push(("bytes", bytes(c.bytes as i64)));
+            error_field(&mut d.fields, &c.error);
+            (
+                if c.error.is_some() {
+                    EventKind::Error
+                } else {
+                    EventKind::Cache
+                },
+                format!(
+                    "cache store {} {}{}",
+                    c.executable_name,
+                    bytes(c.bytes as i64),
+                    failed(&c.error)
+                ),
+                format!("in {}", dur(c.dur_ns)),
+            )
+        }
+        Record::CacheLoad(c) => {
+            d.fields.push(("duration", dur(c.dur_ns)));
+            d.fields.push(("executable", c.executable_name.clone()));
+            d.fields.push(("bytes", bytes(c.bytes as i64)));
+            d.fields.push(("ok", c.ok.to_string()));
+            error_field(&mut d.fields, &c.error);
+            d.stack = c.stack;
+            let outcome = if c.ok {
+                " ok".to_string()
+            } else if c.error.is_some() {
+                failed(&c.error)
+            } else {
+                " FAILED".to_string()
+            };
+            (
+                if c.ok {
+                    EventKind::Cache
+                } else {
+                    EventKind::Error
+                },
+                format!(
+                    "cache load {} {}{outcome}",
+                    c.executable_name,
+                    bytes(c.bytes as i64)
+                ),
+                format!("in {}", dur(c.dur_ns)),
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// Launches, their completions and summaries.
+fn execution(trace: &Trace, r: &Record, names: &ExecutableNames, d: &mut Parts) -> Words {
+    Some(match r {
         Record::Execute(e) => {
             let exe = name(names, e.executable_id);
             let args = trace.string(e.arg_signature);
-            fields.push(("dispatch", dur(e.dur_ns)));
-            fields.push(("executable", exe.clone()));
-            fields.push(("devices", e.num_devices.to_string()));
-            fields.push(("arguments", args.to_string()));
-            fields.push(("seq", e.seq.to_string()));
-            fields.push(("thread", e.thread.to_string()));
-            error_field(&mut fields, &e.error);
+            d.fields.push(("dispatch", dur(e.dur_ns)));
+            d.fields.push(("executable", exe.clone()));
+            d.fields.push(("devices", e.num_devices.to_string()));
+            d.fields.push(("arguments", args.to_string()));
+            d.fields.push(("seq", e.seq.to_string()));
+            d.fields.push(("thread", e.thread.to_string()));
+            error_field(&mut d.fields, &e.error);
             (
                 if e.error.is_some() {
                     EventKind::Error
@@ -211,9 +290,9 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
             )
         }
         Record::ExecuteComplete(c) => {
-            fields.push(("device", c.device_index.to_string()));
-            fields.push(("seq", c.seq.to_string()));
-            error_field(&mut fields, &c.error);
+            d.fields.push(("device", c.device_index.to_string()));
+            d.fields.push(("seq", c.seq.to_string()));
+            error_field(&mut d.fields, &c.error);
             (
                 if c.error.is_some() {
                     EventKind::Error
@@ -231,33 +310,40 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
         }
         Record::ExecuteSummary(s) => {
             let exe = name(names, s.executable_id);
-            fields.push(("executable", exe.clone()));
-            fields.push(("count", s.count.to_string()));
-            fields.push(("total dispatch", dur(s.total_dur_ns)));
-            fields.push(("errors", s.errors.to_string()));
+            d.fields.push(("executable", exe.clone()));
+            d.fields.push(("count", s.count.to_string()));
+            d.fields.push(("total dispatch", dur(s.total_dur_ns)));
+            d.fields.push(("errors", s.errors.to_string()));
             (
                 EventKind::Execute,
                 format!("executes of {exe}: {}", s.count),
                 format!("dispatch {} in all", dur(s.total_dur_ns)),
             )
         }
+        _ => return None,
+    })
+}
+
+/// Transfers, waits and memory samples.
+fn data(r: &Record, d: &mut Parts) -> Words {
+    Some(match r {
         Record::Transfer(x) => {
             let dir = if x.direction == Direction::D2h as i32 {
                 "d2h"
             } else {
                 "h2d"
             };
-            fields.push(("duration", dur(x.dur_ns)));
-            fields.push(("api", x.api.clone()));
-            fields.push(("bytes", bytes(x.bytes as i64)));
-            fields.push(("shape", shape(&x.dtype, &x.dims)));
-            fields.push(("device", x.device.to_string()));
-            fields.push(("host sync", x.sync.to_string()));
+            d.fields.push(("duration", dur(x.dur_ns)));
+            d.fields.push(("api", x.api.clone()));
+            d.fields.push(("bytes", bytes(x.bytes as i64)));
+            d.fields.push(("shape", shape(&x.dtype, &x.dims)));
+            d.fields.push(("device", x.device.to_string()));
+            d.fields.push(("host sync", x.sync.to_string()));
             if x.blocked_ns > 0 {
-                fields.push(("blocked", dur(x.blocked_ns)));
+                d.fields.push(("blocked", dur(x.blocked_ns)));
             }
-            error_field(&mut fields, &x.error);
-            stack = x.stack;
+            error_field(&mut d.fields, &x.error);
+            d.stack = x.stack;
             (
                 if x.error.is_some() {
                     EventKind::Error
@@ -282,68 +368,20 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
             )
         }
         Record::Sync(s) => {
-            fields.push(("duration", dur(s.dur_ns)));
-            fields.push(("reason", s.reason.clone()));
-            fields.push(("thread", s.thread.to_string()));
-            stack = s.stack;
+            d.fields.push(("duration", dur(s.dur_ns)));
+            d.fields.push(("reason", s.reason.clone()));
+            d.fields.push(("thread", s.thread.to_string()));
+            d.stack = s.stack;
             (
                 EventKind::Sync,
                 format!("sync {}", s.reason),
                 format!("waited {}", dur(s.dur_ns)),
             )
         }
-        Record::CacheStore(c) => {
-            fields.push(("duration", dur(c.dur_ns)));
-            fields.push(("executable", c.executable_name.clone()));
-            fields.push(("bytes", bytes(c.bytes as i64)));
-            error_field(&mut fields, &c.error);
-            (
-                if c.error.is_some() {
-                    EventKind::Error
-                } else {
-                    EventKind::Cache
-                },
-                format!(
-                    "cache store {} {}{}",
-                    c.executable_name,
-                    bytes(c.bytes as i64),
-                    failed(&c.error)
-                ),
-                format!("in {}", dur(c.dur_ns)),
-            )
-        }
-        Record::CacheLoad(c) => {
-            fields.push(("duration", dur(c.dur_ns)));
-            fields.push(("executable", c.executable_name.clone()));
-            fields.push(("bytes", bytes(c.bytes as i64)));
-            fields.push(("ok", c.ok.to_string()));
-            error_field(&mut fields, &c.error);
-            stack = c.stack;
-            let outcome = if c.ok {
-                " ok".to_string()
-            } else if c.error.is_some() {
-                failed(&c.error)
-            } else {
-                " FAILED".to_string()
-            };
-            (
-                if c.ok {
-                    EventKind::Cache
-                } else {
-                    EventKind::Error
-                },
-                format!(
-                    "cache load {} {}{outcome}",
-                    c.executable_name,
-                    bytes(c.bytes as i64)
-                ),
-                format!("in {}", dur(c.dur_ns)),
-            )
-        }
         Record::Memory(m) => {
             let live = m.origin == MemoryOrigin::LiveBuffers as i32;
-            fields.push(("device", m.device.to_string()));
-            fields.push((
+            d.fields.push(("device", m.device.to_string()));
+            d.fields.push((
                 "source",
                 if live {
                     "live buffers (counted by tpuscope)"
@@ -352,15 +390,15 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
                 }
                 .to_string(),
             ));
-            fields.push(("in use", bytes(m.bytes_in_use)));
+            d.fields.push(("in use", bytes(m.bytes_in_use)));
             if let Some(p) = m.peak_bytes_in_use {
-                fields.push(("peak", bytes(p)));
+                d.fields.push(("peak", bytes(p)));
             }
             if let Some(l) = m.bytes_limit {
-                fields.push(("limit", bytes(l)));
+                d.fields.push(("limit", bytes(l)));
             }
             if let Some(n) = m.live_buffers {
-                fields.push(("live buffers", n.to_string()));
+                d.fields.push(("live buffers", n.to_string()));
             }
             (
                 EventKind::Memory,
@@ -372,9 +410,16 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
                 format!("in use {}", bytes(m.bytes_in_use)),
             )
         }
+        _ => return None,
+    })
+}
+
+/// Steps, errors, notes and what the collector lost.
+fn marker(r: &Record, d: &mut Parts) -> Words {
+    Some(match r {
         Record::Step(s) => {
-            fields.push(("number", s.number.to_string()));
-            fields.push(("marker", s.marker.clone()));
+            d.fields.push(("number", s.number.to_string()));
+            d.fields.push(("marker", s.marker.clone()));
             (
                 EventKind::Step,
                 format!("step ({})", s.marker),
@@ -382,10 +427,10 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
             )
         }
         Record::Error(e) => {
-            fields.push(("api", e.api.clone()));
-            fields.push(("code", e.code.to_string()));
-            fields.push(("message", e.message.clone()));
-            stack = e.stack;
+            d.fields.push(("api", e.api.clone()));
+            d.fields.push(("code", e.code.to_string()));
+            d.fields.push(("message", e.message.clone()));
+            d.stack = e.stack;
             (
                 EventKind::Error,
                 format!(
@@ -398,45 +443,33 @@ pub fn record(trace: &Trace, r: &Record, names: &ExecutableNames) -> Option<Desc
             )
         }
         Record::Note(n) => {
-            fields.push(("topic", n.topic.clone()));
-            fields.push(("message", n.message.clone()));
+            d.fields.push(("topic", n.topic.clone()));
+            d.fields.push(("message", n.message.clone()));
             (
                 EventKind::Note,
                 format!("note [{}] {}", n.topic, first_line(&n.message)),
                 String::new(),
             )
         }
-        Record::Dropped(d) => {
-            fields.push(("dropped", d.count.to_string()));
-            fields.push(("total", d.total.to_string()));
+        Record::Dropped(x) => {
+            d.fields.push(("dropped", x.count.to_string()));
+            d.fields.push(("total", x.total.to_string()));
             (
                 EventKind::Error,
-                format!("dropped {} events ({} total)", d.count, d.total),
+                format!("dropped {} events ({} total)", x.count, x.total),
                 String::new(),
             )
         }
         Record::RecordingStopped(s) => {
-            fields.push(("reason", s.reason.clone()));
-            fields.push(("written", bytes(s.bytes_written as i64)));
+            d.fields.push(("reason", s.reason.clone()));
+            d.fields.push(("written", bytes(s.bytes_written as i64)));
             (
                 EventKind::Error,
                 format!("recording stopped: {}", first_line(&s.reason)),
                 String::new(),
             )
         }
-        Record::Manifest(_)
-        | Record::StringDef(_)
-        | Record::StackDef(_)
-        | Record::Blob(_)
-        | Record::Clock(_)
-        | Record::End(_) => return None,
-    };
-    Some(Described {
-        kind,
-        what,
-        detail,
-        at: at(trace, stack),
-        fields,
+        _ => return None,
     })
 }
 
