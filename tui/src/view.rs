@@ -13,7 +13,7 @@ use tpuscope_analyzers::units::{LongWord, bytes, ms, percent, plural, wrap};
 
 use crate::app::{App, Tab};
 use crate::fmt::{self, truncate};
-use crate::model::{DeviceMem, EventKind, EventLine, FamilyView, Model, RunState};
+use crate::model::{DeviceMem, EventKind, EventLine, FamilyView, MemberView, Model, RunState};
 
 const ACCENT: Color = Color::Cyan;
 const DIM: Style = Style::new().fg(Color::DarkGray);
@@ -1147,10 +1147,13 @@ fn draw_detail(frame: &mut Frame, area: Rect, app: &mut App, f: &FamilyView) {
         &mut state,
     );
 
-    // The selected member: what changed, arguments, the Python stack.
-    let Some(m) = f.members.get(app.detail_member) else {
-        return;
-    };
+    if let Some(m) = f.members.get(app.detail_member) {
+        draw_member(frame, sel_area, app, m, w);
+    }
+}
+
+/// The selected member: what changed, arguments, the Python stack.
+fn draw_member(frame: &mut Frame, sel_area: Rect, app: &mut App, m: &MemberView, w: usize) {
     let mut lines: Vec<Line<'_>> = Vec::new();
     let vs = m.against.map(|j| format!(" vs #{j}")).unwrap_or_default();
     lines.push(Line::styled(format!(" What changed{vs}:"), BOLD));
