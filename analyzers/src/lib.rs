@@ -17,6 +17,7 @@ pub mod hbm;
 pub mod hlo_text;
 pub mod hosts;
 pub mod library_reads;
+pub mod live_notes;
 pub mod phases;
 pub mod present;
 pub mod program;

@@ -5,8 +5,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use tpuscope_analyzers::report::{FindingKind, Report};
 use tpuscope_core::Trace;
-use tpuscope_core::event::Record;
-use tpuscope_core::live::VIEWER_LAGGED;
 
 use super::text::{Family, Kind, Labels};
 
@@ -69,16 +67,6 @@ impl ProcMetrics {
                 *recompiles.entry((fam.graph.clone(), cause)).or_insert(0) += 1;
             }
         }
-        let frames_lost = trace
-            .events
-            .iter()
-            .filter_map(|r| match r {
-                // The note carries this viewer's total so far.
-                Record::Note(n) if n.topic == VIEWER_LAGGED => n.message.trim().parse().ok(),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0);
         Some(ProcMetrics {
             pid: m.pid,
             host: m.host.clone(),
@@ -128,7 +116,7 @@ impl ProcMetrics {
             dropped_events: info.map_or(0, |t| t.dropped_events),
             errors: report.error_total(),
             records: trace.events.len() as u64,
-            frames_lost,
+            frames_lost: tpuscope_analyzers::live_notes::viewer_lost(trace),
         })
     }
 
