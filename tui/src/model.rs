@@ -104,7 +104,7 @@ pub struct Counters {
 
 /// One frame of a Python stack.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StackFrame {
+pub struct StackLine {
     /// `dir/file.py:33 function`.
     pub text: String,
     /// The user's own code (not a frontend, site-packages or the standard library).
@@ -127,7 +127,7 @@ pub struct MemberView {
     pub changes: Vec<String>,
     pub parameters: Vec<String>,
     pub source: Option<String>,
-    pub stack: Vec<StackFrame>,
+    pub stack: Vec<StackLine>,
 }
 
 /// A recompile family.
@@ -295,7 +295,6 @@ impl Model {
 
         // One pass: drops, lag notes, last time, step times.
         let mut dropped = trace.end.as_ref().map_or(0, |e| e.dropped_total);
-        let mut lagged = 0u64;
         let mut last_t = start;
         let mut step_times: Vec<u64> = Vec::new();
         for r in &trace.events {
@@ -304,11 +303,6 @@ impl Model {
             }
             match r {
                 Record::Dropped(d) => dropped = dropped.max(d.total),
-                Record::Note(n) if n.topic == "viewer_lagged" => {
-                    if let Ok(v) = n.message.trim().parse::<u64>() {
-                        lagged = lagged.max(v);
-                    }
-                }
                 Record::Step(s) if step_marker.as_deref() == Some(s.marker.as_str()) => {
                     step_times.push(s.t_ns);
                 }
@@ -358,7 +352,9 @@ impl Model {
             runtime_waits: report.runtime_waits,
             steps: report.steps.count,
             dropped,
-            viewer_lost: extra.viewer_lost.max(lagged),
+            viewer_lost: extra
+                .viewer_lost
+                .max(tpuscope_analyzers::live_notes::viewer_lost(trace)),
             events: trace.events.len() as u64,
             errors: report.error_total(),
         };
@@ -630,15 +626,15 @@ fn member(m: &MemberReport) -> MemberView {
         changes,
         parameters: m.parameters.clone(),
         source: m.source.as_ref().map(ToString::to_string),
-        stack: m.stack.iter().map(|l| stack_frame(l)).collect(),
+        stack: m.stack.iter().map(|l| stack_line(l)).collect(),
     }
 }
 
 /// `"/a/b/c/file.py:33 func"` (the analyzers' stack line) → a short frame.
-fn stack_frame(line: &str) -> StackFrame {
+fn stack_line(line: &str) -> StackLine {
     let (place, function) = line.rsplit_once(' ').unwrap_or((line, ""));
     let (file, lineno) = place.rsplit_once(':').unwrap_or((place, ""));
-    StackFrame {
+    StackLine {
         text: format!("{}:{lineno} {function}", short_path(file))
             .trim_end()
             .to_string(),
@@ -737,10 +733,10 @@ mod tests {
 
     #[test]
     fn stack_lines_split_into_short_frames() {
-        let f = stack_frame("/root/venv/lib/python3.11/site-packages/jax/_src/pjit.py:139 run");
+        let f = stack_line("/root/venv/lib/python3.11/site-packages/jax/_src/pjit.py:139 run");
         assert_eq!(f.text, "_src/pjit.py:139 run");
         assert!(!f.user);
-        let f = stack_frame("/work/main/tests/workloads/jax_lr.py:36 main");
+        let f = stack_line("/work/main/tests/workloads/jax_lr.py:36 main");
         assert_eq!(f.text, "workloads/jax_lr.py:36 main");
         assert!(f.user);
     }
