@@ -146,6 +146,7 @@ struct Launches {
 }
 
 /// Finds the step boundaries of a trace: `[start, end)` per step, in order.
+#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
     let mut markers: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let info = executable_info(trace);

@@ -501,6 +501,7 @@ fn dump(r: &Report) -> String {
 }
 
 /// Runs one case both ways and holds the report to the truth.
+#[expect(clippy::too_many_lines, reason = "the corpus table: one row per case, read top to bottom")]
 fn check_case(env: &'static str, name: &'static str, case: &str) {
     let script = Script { env, name };
     assert!(

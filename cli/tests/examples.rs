@@ -720,6 +720,7 @@ fn report_args(trace: &Path, args: &[&std::ffi::OsStr]) -> Report {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "one example run and checked against the frontend's own diagnostics, in the order a user reads them")]
 fn torch_tpu_graph_break_and_guard_failure_from_dynamo_logs_next_to_their_compiles() {
     let ex = &GRAPH_BREAK_AND_GUARD;
     let dir = tempfile::tempdir().unwrap();

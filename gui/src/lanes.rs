@@ -401,6 +401,7 @@ fn job_origins(traces: &[(usize, &Trace)]) -> Option<Vec<u64>> {
 impl Timeline {
     /// Lanes of every source, in source order: its threads (by thread id), then its devices.
     /// The hosts of one job are drawn on the job timeline (see [`Timeline::aligned`]).
+    #[expect(clippy::too_many_lines, reason = "TODO split")]
     pub fn build(traces: &[(usize, &Trace)]) -> Timeline {
         let mut tl = Timeline::default();
         let sources = traces.iter().map(|(s, _)| *s + 1).max().unwrap_or(0);

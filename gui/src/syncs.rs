@@ -22,6 +22,7 @@ pub enum Action {
 }
 
 /// Draws the table of lines and the syncs of the selected one.
+#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn tab_ui(
     ui: &mut egui::Ui,
     a: &Analysis,

@@ -121,6 +121,7 @@ impl TimelineView {
 }
 
 /// Draws the timeline in the space left and handles its input.
+#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn tab_ui(
     ui: &mut egui::Ui,
     tl: &Timeline,

@@ -143,6 +143,7 @@ impl Gen {
     }
 }
 
+#[expect(clippy::too_many_lines, reason = "one benchmark table: each row a screen drawn from the same model")]
 fn stream(events: usize) -> Stream {
     let lr_opt = constant_offset(LR01_OPT, 0.1, LR005_OPT, 0.05);
     let lr_mlir = only_offset(LR01_MLIR, 0.1);
@@ -335,6 +336,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+#[expect(clippy::too_many_lines, reason = "one benchmark table: each row a screen drawn from the same model")]
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` only gets a smoke run.
     let quick = !std::env::args().any(|a| a == "--bench");

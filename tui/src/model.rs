@@ -102,7 +102,7 @@ pub struct Counters {
     pub errors: u64,
 }
 
-/// One frame of a Python stack.
+/// One entry of a Python stack, as the TUI shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StackLine {
     /// `dir/file.py:33 function`.

@@ -199,6 +199,7 @@ fn quoted(text: &str) -> String {
     s
 }
 
+#[expect(clippy::too_many_lines, reason = "TODO split")]
 fn attributes(
     i: &HloInstructionProto,
     a: &mut Attrs<'_>,

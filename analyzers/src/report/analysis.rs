@@ -44,6 +44,7 @@ pub fn recording_stopped(trace: &Trace) -> Option<StoppedReport> {
 }
 
 /// Analyses traces: one run, successive runs of a program, or the hosts of one job.
+#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn analyze(inputs: &[Input<'_>]) -> Report {
     let mut order: Vec<usize> = (0..inputs.len()).collect();
     let start = |i: usize| {

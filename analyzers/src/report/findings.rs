@@ -17,6 +17,7 @@ pub(super) const OP_SITE_FINDING_STEPS: u32 = 3;
 /// A sync line is a finding when it blocks in at least this share of the steady-state steps.
 pub(super) const SYNC_STEP_SHARE: f64 = 0.25;
 
+#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
     let mut out = Vec::new();
     for f in report.recompiles.iter().filter(|f| f.finding) {

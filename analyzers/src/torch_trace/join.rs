@@ -248,6 +248,7 @@ fn guard_fix(guard: &str) -> String {
 
 /// Adds the `dynamo` section and its findings. `logs` holds what the CLI found per trace; a
 /// trace without an entry has no dynamo section. Does nothing when `logs` is empty.
+#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn attach(report: &mut Report, inputs: &[Input<'_>], logs: &[TorchLogs]) {
     if logs.is_empty() {
         return;

@@ -143,6 +143,7 @@ fn with(mut base: Labels, extra: &[(&'static str, String)]) -> Labels {
 
 /// Every family, in a fixed order, for the processes seen so far. `host` labels the series that
 /// belong to the endpoint rather than to one process.
+#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn families(host: &str, procs: &[ProcState<'_>]) -> Vec<Family> {
     use Kind::{Counter, Gauge};
     let mut processes = Family::new(
