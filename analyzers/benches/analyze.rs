@@ -312,7 +312,10 @@ impl Gen {
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "builds one synthetic multi-run workload, step by step")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "builds one synthetic multi-run workload, step by step"
+)]
 fn training_trace(target_bytes: usize) -> Written {
     let consts = Constants::find();
     let start_mono_ns = 3_333_000_000_000u64;

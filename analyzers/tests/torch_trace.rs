@@ -264,7 +264,11 @@ fn torch_tpu_graph_break_and_guard_failure_at_their_lines_with_the_compiles_they
         "{}",
         rec[0].title
     );
-    assert!(r.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GuardFailure));
+    assert!(
+        r.findings
+            .iter()
+            .all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GuardFailure)
+    );
 }
 
 #[test]
@@ -383,7 +387,11 @@ fn logs_of_other_processes_and_missing_logs() {
     let d = r.dynamo.unwrap();
     assert!(d.logs[0].note.contains("pid"), "{:?}", d.logs);
     assert!(d.graph_breaks.is_empty());
-    assert!(r.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GraphBreak));
+    assert!(
+        r.findings
+            .iter()
+            .all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GraphBreak)
+    );
 
     // The directory is gone: a note, no error, no findings.
     let inputs = [Input {

@@ -501,7 +501,10 @@ fn dump(r: &Report) -> String {
 }
 
 /// Runs one case both ways and holds the report to the truth.
-#[expect(clippy::too_many_lines, reason = "the corpus table: one row per case, read top to bottom")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "the corpus table: one row per case, read top to bottom"
+)]
 fn check_case(env: &'static str, name: &'static str, case: &str) {
     let script = Script { env, name };
     assert!(
@@ -678,9 +681,11 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
             .unwrap_or_else(|| panic!("{label}: {f} recompiled {n}× along with the main graph per the frontend, not so in the report\n{d}"));
         let main = companion.recompiled_with.as_deref().unwrap();
         assert!(
-            r.findings.iter().any(|x| x.kind == tpuscope_analyzers::report::FindingKind::Recompile
-                && x.title.starts_with(main)
-                && x.title.contains(&companion.graph)),
+            r.findings.iter().any(
+                |x| x.kind == tpuscope_analyzers::report::FindingKind::Recompile
+                    && x.title.starts_with(main)
+                    && x.title.contains(&companion.graph)
+            ),
             "{label}: the finding for {main} does not name {}\n{d}",
             companion.graph
         );
@@ -693,7 +698,11 @@ fn check_case(env: &'static str, name: &'static str, case: &str) {
         .flatten()
         .copied()
         .collect();
-    let syncs: Vec<_> = r.findings.iter().filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Sync).collect();
+    let syncs: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Sync)
+        .collect();
     assert_eq!(syncs.len(), sync_lines.len(), "{label}: sync findings\n{d}");
     for line in &sync_lines {
         let s = r

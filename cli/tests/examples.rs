@@ -289,7 +289,11 @@ fn only_finding_family<'a>(r: &'a Report, graph_prefix: &str) -> &'a FamilyRepor
         "graph {} is not {graph_prefix}*",
         fams[0].graph
     );
-    let recompile_findings = r.findings.iter().filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Recompile).count();
+    let recompile_findings = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Recompile)
+        .count();
     assert_eq!(recompile_findings, 1, "{}", dump(r));
     fams[0]
 }
@@ -437,7 +441,10 @@ fn jax_float_loss_in_loop_is_one_host_sync_per_step_at_the_float_line() {
     assert_eq!(at_line[0].what, vec!["f32[]".to_string()], "{}", dump(&r));
 
     assert_eq!(r.findings.len(), 1, "only the sync\n{}", dump(&r));
-    assert_eq!(r.findings[0].kind, tpuscope_analyzers::report::FindingKind::Sync);
+    assert_eq!(
+        r.findings[0].kind,
+        tpuscope_analyzers::report::FindingKind::Sync
+    );
     assert_at("finding", r.findings[0].source.as_ref(), ex, line, &r);
     assert!(finding_families(&r).is_empty(), "{}", dump(&r));
     assert_eq!(r.compiles.recompiles, 0, "{}", dump(&r));
@@ -532,7 +539,11 @@ fn torch_xla_branch_on_loss_is_a_sync_at_the_if_and_two_graph_variants() {
         .unwrap_or_else(|| panic!("no sync at the `if` line {if_line}\n{}", dump(&r)));
     assert_eq!(sync.count, steps, "{}", dump(&r));
     assert_eq!(sync.what, vec!["pred[]".to_string()], "{}", dump(&r));
-    let sync_findings: Vec<_> = r.findings.iter().filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Sync).collect();
+    let sync_findings: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Sync)
+        .collect();
     assert_eq!(sync_findings.len(), 1, "{}", dump(&r));
     assert_at(
         "sync finding",
@@ -595,7 +606,11 @@ fn torch_xla_persistent_cache_written_but_never_read_back() {
         dump(&both)
     );
     assert!(both.cache.recompiled_same_program >= 1, "{}", dump(&both));
-    let cache_findings: Vec<_> = both.findings.iter().filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Cache).collect();
+    let cache_findings: Vec<_> = both
+        .findings
+        .iter()
+        .filter(|f| f.kind == tpuscope_analyzers::report::FindingKind::Cache)
+        .collect();
     assert_eq!(cache_findings.len(), 1, "{}", dump(&both));
     for s in &both.cache.stored_but_recompiled {
         assert!(
@@ -610,7 +625,13 @@ fn torch_xla_persistent_cache_written_but_never_read_back() {
     // Alone, neither run says anything about the cache: there is no earlier run to miss.
     for run in [&run1, &run2] {
         let r = report(&[&run.trace]);
-        assert!(r.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::Cache), "{}", dump(&r));
+        assert!(
+            r.findings
+                .iter()
+                .all(|f| f.kind != tpuscope_analyzers::report::FindingKind::Cache),
+            "{}",
+            dump(&r)
+        );
         assert!(r.cache.stored_but_recompiled.is_empty(), "{}", dump(&r));
     }
 }
@@ -720,7 +741,10 @@ fn report_args(trace: &Path, args: &[&std::ffi::OsStr]) -> Report {
 }
 
 #[test]
-#[expect(clippy::too_many_lines, reason = "one example run and checked against the frontend's own diagnostics, in the order a user reads them")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one example run and checked against the frontend's own diagnostics, in the order a user reads them"
+)]
 fn torch_tpu_graph_break_and_guard_failure_from_dynamo_logs_next_to_their_compiles() {
     let ex = &GRAPH_BREAK_AND_GUARD;
     let dir = tempfile::tempdir().unwrap();
@@ -856,7 +880,9 @@ fn torch_tpu_graph_break_and_guard_failure_from_dynamo_logs_next_to_their_compil
     assert!(d.logs[0].note.contains("--torch-trace"), "{:?}", d.logs);
     assert!(d.graph_breaks.is_empty());
     assert!(
-        r.findings.iter().all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GraphBreak),
+        r.findings
+            .iter()
+            .all(|f| f.kind != tpuscope_analyzers::report::FindingKind::GraphBreak),
         "{}",
         dump(&r)
     );

@@ -223,7 +223,10 @@ fn exec_times(t: &Trace) -> Vec<i64> {
 }
 
 #[test]
-#[expect(clippy::too_many_lines, reason = "one merge scenario, its files built and checked in order")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one merge scenario, its files built and checked in order"
+)]
 fn merged_hosts_align_on_the_job_timeline_and_report_per_host() {
     let dir = tempfile::tempdir().unwrap();
     let inputs = write_hosts(dir.path());

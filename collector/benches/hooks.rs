@@ -465,7 +465,10 @@ fn summarize(path: &Path) -> Json {
 }
 
 /// Runs in a child whose environment configures the collector; prints one `RESULT {json}` line.
-#[expect(clippy::too_many_lines, reason = "one benchmark table: each row a hook on the same real plugin")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one benchmark table: each row a hook on the same real plugin"
+)]
 fn child(mode: &str) {
     let plugin = cpu_plugin();
     let so = collector_so();

@@ -65,7 +65,10 @@ fn records_a_run_through_the_collector() {
 }
 
 /// The child side of `records_a_run_through_the_collector`.
-#[expect(clippy::too_many_lines, reason = "one real-plugin session driven end to end; its steps share the client")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one real-plugin session driven end to end; its steps share the client"
+)]
 fn run_scenario() {
     let out_dir = PathBuf::from(std::env::var("TPUSCOPE_OUT").unwrap());
     let collector = open(&collector_so());
@@ -276,7 +279,10 @@ unsafe fn overhead_report(
     );
 }
 
-#[expect(clippy::too_many_lines, reason = "one real-plugin session driven end to end; its steps share the client")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one real-plugin session driven end to end; its steps share the client"
+)]
 fn check_trace(
     out_dir: &Path,
     client_id: u64,

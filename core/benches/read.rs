@@ -30,7 +30,10 @@ impl XorShift {
 
 /// A trace shaped like a training loop: a few compiles with their programs (blobs), then mostly
 /// executes, completions and transfers, with a memory sample, step and clock now and then.
-#[expect(clippy::too_many_lines, reason = "one benchmark table: each row a read path on the same generated file")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one benchmark table: each row a read path on the same generated file"
+)]
 fn realistic_trace(target_bytes: usize) -> Vec<u8> {
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let manifest = Manifest {

@@ -27,7 +27,10 @@ fn main() -> ExitCode {
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "a synthetic workload written as one script, step by step")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "a synthetic workload written as one script, step by step"
+)]
 fn write(n: u64, out: &str) -> std::io::Result<()> {
     let manifest = Manifest {
         pid: 4242,

@@ -57,7 +57,10 @@ fn kind_counts(events: &[Record]) -> BTreeMap<&'static str, usize> {
 }
 
 #[test]
-#[expect(clippy::too_many_lines, reason = "one golden file checked record by record against the spec, in file order")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one golden file checked record by record against the spec, in file order"
+)]
 fn all_kinds_golden_reads_exactly() {
     let bytes = golden::committed(golden::ALL_KINDS);
     assert_eq!(&bytes[..16], b"TPUSCOPE\x01\x00\x00\x00\x10\x00\x00\x00");

@@ -27,7 +27,10 @@ fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
 /// A data-parallel training loop on 4 devices: per step, the batch's four host-to-device
 /// shards, one execute with four completions, a blocking `float(loss)` with the user's stack, a
 /// step marker; memory samples every 10 steps; a recompile every 5000 steps.
-#[expect(clippy::too_many_lines, reason = "one benchmark table: each row a frame of the same window")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one benchmark table: each row a frame of the same window"
+)]
 fn generate(target_events: u64) -> Vec<u8> {
     let manifest = Manifest {
         pid: 4242,

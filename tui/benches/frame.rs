@@ -143,7 +143,10 @@ impl Gen {
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "one benchmark table: each row a screen drawn from the same model")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one benchmark table: each row a screen drawn from the same model"
+)]
 fn stream(events: usize) -> Stream {
     let lr_opt = constant_offset(LR01_OPT, 0.1, LR005_OPT, 0.05);
     let lr_mlir = only_offset(LR01_MLIR, 0.1);
@@ -336,7 +339,10 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-#[expect(clippy::too_many_lines, reason = "one benchmark table: each row a screen drawn from the same model")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one benchmark table: each row a screen drawn from the same model"
+)]
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` only gets a smoke run.
     let quick = !std::env::args().any(|a| a == "--bench");

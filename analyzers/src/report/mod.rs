@@ -28,7 +28,10 @@ mod lines;
 mod pipeline;
 
 pub use analysis::{analyze, frontend_of, manifest_frontend, recording_stopped};
-pub use ci::{BaselineResult, Budget, BudgetError, BudgetKey, BudgetResult, BudgetStatus, apply_budgets, compare_baseline, failed};
+pub use ci::{
+    BaselineResult, Budget, BudgetError, BudgetKey, BudgetResult, BudgetStatus, apply_budgets,
+    compare_baseline, failed,
+};
 pub use lines::{phases_lines, setup_compile_line, stopped_line};
 pub use pipeline::{Options, build};
 

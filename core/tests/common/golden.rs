@@ -80,7 +80,10 @@ fn err(code: i32, message: &str) -> Option<ErrorInfo> {
 
 /// Writes every kind of the v1.0 event model, one or more records each. Returns the
 /// writer so that callers can append more before the end record.
-#[expect(clippy::too_many_lines, reason = "writes one record of every kind in format order: one list, read top to bottom")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "writes one record of every kind in format order: one list, read top to bottom"
+)]
 fn all_kinds_body() -> TraceWriter<Vec<u8>> {
     let ok = |r: std::io::Result<u32>| r.unwrap_or_else(|e| panic!("{e}"));
     let mut w =

@@ -30,7 +30,10 @@ fn client(d: &Driver, exp: &mut Expected) -> (*mut PjrtClient, *mut PjrtDevice) 
 /// Every counted call once or more, through the plugin; the counts file written on demand and
 /// at exit equals what the scenario did.
 #[test]
-#[expect(clippy::too_many_lines, reason = "one fault scenario driven end to end through a real plugin")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one fault scenario driven end to end through a real plugin"
+)]
 fn counts_match_the_calls_made() {
     let dir = tempfile::tempdir().unwrap();
     let counts = dir.path().join("counts.json");
@@ -204,7 +207,10 @@ fn counts_match_the_calls_made() {
 /// `PJRT_Error_*` calls, never reach the real plugin, and are freed by `PJRT_Error_Destroy`;
 /// numbering follows the spec per call kind; the real plugin's own errors pass through.
 #[test]
-#[expect(clippy::too_many_lines, reason = "one fault scenario driven end to end through a real plugin")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one fault scenario driven end to end through a real plugin"
+)]
 fn injected_errors_have_exact_code_and_message() {
     let dir = tempfile::tempdir().unwrap();
     let counts = dir.path().join("counts.json");
