@@ -17,9 +17,20 @@ pub(super) const OP_SITE_FINDING_STEPS: u32 = 3;
 /// A sync line is a finding when it blocks in at least this share of the steady-state steps.
 pub(super) const SYNC_STEP_SHARE: f64 = 0.25;
 
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
     let mut out = Vec::new();
+    recompile_findings(report, &mut out);
+    op_site_findings(report, frontend, &mut out);
+    out.extend(setup_compile_finding(report, frontend));
+    sync_findings(report, steps, &mut out);
+    cache_findings(report, frontend, &mut out);
+    out.extend(oom_finding(report));
+    hbm_findings(report, &mut out);
+    out
+}
+
+/// The families marked as findings, each with the families recompiled in the same steps.
+fn recompile_findings(report: &Report, out: &mut Vec<Finding>) {
     for f in report.recompiles.iter().filter(|f| f.finding) {
         let with: Vec<&FamilyReport> = report
             .recompiles
@@ -47,6 +58,10 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             suggestion: f.suggestion.clone(),
         });
     }
+}
+
+/// Eager op sites that keep compiling in the steady state.
+fn op_site_findings(report: &Report, frontend: &str, out: &mut Vec<Finding>) {
     for p in report.phases.iter().filter(|p| p.phase == Phase::Steady) {
         for o in &p.op_sites {
             if o.compiles < OP_SITE_FINDING_COMPILES
@@ -83,6 +98,10 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             });
         }
     }
+}
+
+/// Compiling outside the training loop, when it is a large share of the run.
+fn setup_compile_finding(report: &Report, frontend: &str) -> Option<Finding> {
     let outside: f64 = report
         .phases
         .iter()
@@ -90,42 +109,47 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
         .map(|p| p.compile_ms)
         .sum();
     let wall: f64 = report.phases.iter().map(|p| p.dur_ms).sum();
-    if outside >= SETUP_COMPILE_FINDING_MS
+    let large = outside >= SETUP_COMPILE_FINDING_MS
         && wall > 0.0
-        && outside / wall >= SETUP_COMPILE_FINDING_SHARE
-    {
-        let ops: u64 = report
-            .phases
-            .iter()
-            .filter(|p| p.phase != Phase::Steady)
-            .map(|p| p.op_compiles)
-            .sum();
-        let op_part = if ops > 0 {
-            if frontend.starts_with("jax") {
-                format!(
-                    "; {ops} of them are eager ops: `jax.jit` the set-up code (e.g. `jax.jit(model.init)`) so one program replaces them"
-                )
-            } else {
-                format!("; {ops} of them are eager ops compiled one by one")
-            }
-        } else {
-            String::new()
-        };
-        out.push(Finding {
-            kind: crate::report::FindingKind::SetupCompile,
-            title: format!(
-                "compiling outside the training loop takes {:.1} s, {:.0}% of the run (set-up {:.1} s, tail {:.1} s)",
-                outside / 1e3,
-                outside / wall * 100.0,
-                report.compiles.setup_compile_ms / 1e3,
-                (outside - report.compiles.setup_compile_ms) / 1e3
-            ),
-            source: None,
-            suggestion: format!(
-                "every start pays this again: enable the persistent compilation cache so restarts load the programs{op_part}"
-            ),
-        });
+        && outside / wall >= SETUP_COMPILE_FINDING_SHARE;
+    if !large {
+        return None;
     }
+    let ops: u64 = report
+        .phases
+        .iter()
+        .filter(|p| p.phase != Phase::Steady)
+        .map(|p| p.op_compiles)
+        .sum();
+    let op_part = if ops > 0 {
+        if frontend.starts_with("jax") {
+            format!(
+                "; {ops} of them are eager ops: `jax.jit` the set-up code (e.g. `jax.jit(model.init)`) so one program replaces them"
+            )
+        } else {
+            format!("; {ops} of them are eager ops compiled one by one")
+        }
+    } else {
+        String::new()
+    };
+    Some(Finding {
+        kind: crate::report::FindingKind::SetupCompile,
+        title: format!(
+            "compiling outside the training loop takes {:.1} s, {:.0}% of the run (set-up {:.1} s, tail {:.1} s)",
+            outside / 1e3,
+            outside / wall * 100.0,
+            report.compiles.setup_compile_ms / 1e3,
+            (outside - report.compiles.setup_compile_ms) / 1e3
+        ),
+        source: None,
+        suggestion: format!(
+            "every start pays this again: enable the persistent compilation cache so restarts load the programs{op_part}"
+        ),
+    })
+}
+
+/// Host syncs frequent enough in the steady state to be worth removing.
+fn sync_findings(report: &Report, steps: &[Steps], out: &mut Vec<Finding>) {
     let later_steps: usize = steps.iter().map(|s| s.steady().len()).sum();
 
     for s in &report.syncs {
@@ -167,6 +191,10 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             suggestion: s.suggestion.clone(),
         });
     }
+}
+
+/// Cache entries stored but compiled again in a later run, and entries that failed to load.
+fn cache_findings(report: &Report, frontend: &str, out: &mut Vec<Finding>) {
     let c = &report.cache;
     // One finding per pair of runs, naming the graphs.
     let mut pairs: BTreeMap<(usize, usize), (Vec<&str>, u64)> = BTreeMap::new();
@@ -217,8 +245,12 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             suggestion: "the cache is written but cannot be read back on this plugin/version: every restart recompiles; fix the plugin version or disable the cache to save the write time".into(),
         });
     }
-    if let Some(o) = &report.oom {
-        out.push(Finding {
+}
+
+/// The out-of-memory error, with the largest executable to shrink.
+fn oom_finding(report: &Report) -> Option<Finding> {
+    report.oom.as_ref().map(|o| {
+        Finding {
             kind: crate::report::FindingKind::Oom,
             title: format!("out of device memory at {:.1} ms in {}: {}", o.t_ms, o.api, o.message.lines().next().unwrap_or("")),
             source: None,
@@ -231,8 +263,12 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
                 ),
                 None => "lower the batch size or shard the model".into(),
             },
-        });
-    }
+        }
+    })
+}
+
+/// Devices whose memory grows step after step.
+fn hbm_findings(report: &Report, out: &mut Vec<Finding>) {
     for d in &report.hbm {
         if let (Some(g), Some(limit)) = (d.growth_bytes_per_step, d.limit_bytes)
             && g > 0.0
@@ -252,5 +288,4 @@ pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<
             });
         }
     }
-    out
 }
