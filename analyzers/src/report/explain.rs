@@ -2,9 +2,9 @@
 //! argument, which op changed, and the fix.
 
 use super::*;
+use crate::diff::ConstantChange;
 
 /// The family's one-line details, its fix, and the line a user would edit.
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub(super) fn explain(
     f: &Family,
     compiles: &[CompileView],
@@ -29,162 +29,17 @@ pub(super) fn explain(
     let n = f.members.len();
     let torch = frontend.starts_with("torch");
     match cause {
-        Cause::ConstantChanged => {
-            let first = diffs.iter().find_map(|d| d.constants.first());
-            let op_source = diffs
-                .iter()
-                .flat_map(|d| &d.constants)
-                .find_map(|c| c.source.clone());
-            // Where the traced function was called, when that is another line than the op's.
-            let called = match (&op_source, &call_site) {
-                (Some(o), Some(c)) if o != c => {
-                    let f = f.graph.strip_prefix("jit_").unwrap_or(&f.graph);
-                    format!(", in `{f}` called at {c}")
-                }
-                _ => String::new(),
-            };
-            let source = op_source.or(call_site);
-            let Some(first) = first else {
-                return (String::new(), String::new(), source);
-            };
-            // The values the first changed constant took, in compile order.
-            let mut values = vec![first.old.clone()];
-            for d in &diffs {
-                if let Some(c) = d
-                    .constants
-                    .iter()
-                    .find(|c| c.what == first.what && c.op == first.op && c.dtype == first.dtype)
-                    && values.last() != Some(&c.new)
-                {
-                    values.push(c.new.clone());
-                }
-            }
-            let shown = if values.len() > 6 {
-                format!(
-                    "{} → … → {} ({} values)",
-                    values[..3].join(" → "),
-                    values[values.len() - 1],
-                    values.len()
-                )
-            } else {
-                values.join(" → ")
-            };
-            let used = if first.used_by.is_empty() {
-                String::new()
-            } else {
-                format!(", used by {}", first.used_by.join(", "))
-            };
-            let at = source
-                .as_ref()
-                .map(|s| format!(" at {s}"))
-                .unwrap_or_default();
-            let details = if first.what == "argument became literal" {
-                format!(
-                    "a scalar argument became the constant {} {}{used}{at}{called}",
-                    first.dtype, first.new
-                )
-            } else {
-                format!(
-                    "{} of {} {} changed: {shown}{used}{at}{called}",
-                    first.what, first.op, first.dtype
-                )
-            };
-            let suggestion = match first.what.as_str() {
-                "argument became literal" => format!(
-                    "a Python scalar{at} was passed as data until it took the value {}, which the frontend bakes into the graph as a constant ({n} graphs so far; torch_xla does this for 0 and 1): keep it a device tensor (`torch.tensor(value, device=device)`), or keep it off those values (a warmup factor that ends at exactly 1.0)",
-                    first.new
-                ),
-                "literal" if torch => format!(
-                    "the Python scalar{at} is baked into the graph as {} {} ({n} graphs so far): keep it on the device as a tensor (e.g. `torch.tensor(value, device=device)`; for optimizers `capturable=True` / a tensor LR) so one graph serves every value",
-                    first.dtype, shown
-                ),
-                "literal" => format!(
-                    "the Python scalar{at} is baked into the program as {} {} ({n} compiles so far): pass it as an argument (`jnp.asarray(value)`) instead of closing over it, so one compiled program serves every value",
-                    first.dtype, shown
-                ),
-                "slice bounds" | "dynamic-slice sizes" | "gather slice sizes" if torch => format!(
-                    "a Python int index{at} becomes static slice bounds ({shown}): index with a device tensor (`x.index_select(dim, torch.tensor([i], device=device))`) so the index is data, not graph"
-                ),
-                "slice bounds" | "dynamic-slice sizes" | "gather slice sizes" => format!(
-                    "a Python int index{at} becomes static slice bounds ({shown}): use `jax.lax.dynamic_slice` / `jnp.take` with a traced index"
-                ),
-                _ => format!(
-                    "a size or attribute computed from a Python value{at} changes ({shown}): make it a fixed size, or pass the value as an array"
-                ),
-            };
-            (details, suggestion, source)
-        }
+        Cause::ConstantChanged => constant_explanation(f, &diffs, call_site, torch),
         Cause::ShapeChanged | Cause::DtypeChanged => {
             shape_explanation(f, compiles, &diffs, cause, call_site)
         }
-        Cause::StructureChanged => {
-            let mut added: BTreeMap<String, u32> = BTreeMap::new();
-            let mut removed: BTreeMap<String, u32> = BTreeMap::new();
-            for d in &diffs {
-                for (k, v) in &d.ops_added {
-                    *added.entry(k.clone()).or_default() += v;
-                }
-                for (k, v) in &d.ops_removed {
-                    *removed.entry(k.clone()).or_default() += v;
-                }
-            }
-            let variants: BTreeSet<u64> = f
-                .members
-                .iter()
-                .map(|m| compiles[m.compile].same_program_key)
-                .collect();
-            let details = format!(
-                "{} variants of the graph over {n} compiles; {}",
-                variants.len(),
-                diffs
-                    .first()
-                    .map(|d| d.summary.clone())
-                    .unwrap_or_default()
-            );
-            // The line of the ops that differ, when the HLO says; else where the graph is cut.
-            let ops_source = most_common(diffs.iter().filter_map(|d| d.ops_source.clone()));
-            let at = match (&ops_source, &call_site) {
-                (Some(o), Some(c)) if o != c => format!(" at {o} (graph cut at {c})"),
-                (Some(o), _) => format!(" at {o}"),
-                (None, Some(c)) => format!(" reaching {c}"),
-                (None, None) => String::new(),
-            };
-            let call_site = ops_source.or(call_site);
-            let fix = if torch {
-                "compute both branches with `torch.where`, or keep data-dependent `if`s and optional inputs out of the step"
-            } else {
-                "use `jax.lax.cond`/`jnp.where` instead of Python branches on values, and always pass the same set of inputs"
-            };
-            (
-                details,
-                format!(
-                    "Python control flow or optional inputs{at} trace {} different graphs: {fix}",
-                    variants.len()
-                ),
-                call_site,
-            )
-        }
+        Cause::StructureChanged => structure_explanation(f, compiles, &diffs, call_site, torch),
         Cause::OptionsChanged => (
             format!("the same program compiled {n} times with different compile options"),
             "keep compile options (donation, shardings, device assignment, compiler flags) the same between calls".into(),
             call_site,
         ),
-        Cause::IdenticalProgram => {
-            let at = call_site
-                .as_ref()
-                .map(|s| format!(" at {s}"))
-                .unwrap_or_default();
-            let fix = if torch {
-                "the graph cache missed: avoid recreating modules/optimizers per step, and enable the persistent cache (`torch_xla.runtime.initialize_cache`)"
-            } else {
-                "the jitted function is re-created (a `jax.jit` or closure inside the loop): jit it once outside the loop, or enable the persistent compilation cache"
-            };
-            (
-                format!("the same program compiled {n} times{at}"),
-                format!("{fix} — {n} compiles where one would do"),
-                call_site,
-            )
-        }
+        Cause::IdenticalProgram => identical_explanation(n, call_site, torch),
         Cause::Unknown => (
             diffs
                 .first()
@@ -194,6 +49,189 @@ pub(super) fn explain(
             call_site,
         ),
     }
+}
+
+/// A constant changed: its values, where it is, and how to keep it out of the program.
+fn constant_explanation(
+    f: &Family,
+    diffs: &[&Diff],
+    call_site: Option<SourceLoc>,
+    torch: bool,
+) -> (String, String, Option<SourceLoc>) {
+    let n = f.members.len();
+    let first = diffs.iter().find_map(|d| d.constants.first());
+    let op_source = diffs
+        .iter()
+        .flat_map(|d| &d.constants)
+        .find_map(|c| c.source.clone());
+    // Where the traced function was called, when that is another line than the op's.
+    let called = match (&op_source, &call_site) {
+        (Some(o), Some(c)) if o != c => {
+            let f = f.graph.strip_prefix("jit_").unwrap_or(&f.graph);
+            format!(", in `{f}` called at {c}")
+        }
+        _ => String::new(),
+    };
+    let source = op_source.or(call_site);
+    let Some(first) = first else {
+        return (String::new(), String::new(), source);
+    };
+    let shown = constant_values(first, diffs);
+    let used = if first.used_by.is_empty() {
+        String::new()
+    } else {
+        format!(", used by {}", first.used_by.join(", "))
+    };
+    let at = source
+        .as_ref()
+        .map(|s| format!(" at {s}"))
+        .unwrap_or_default();
+    let details = if first.what == "argument became literal" {
+        format!(
+            "a scalar argument became the constant {} {}{used}{at}{called}",
+            first.dtype, first.new
+        )
+    } else {
+        format!(
+            "{} of {} {} changed: {shown}{used}{at}{called}",
+            first.what, first.op, first.dtype
+        )
+    };
+    let suggestion = constant_suggestion(first, &at, &shown, n, torch);
+    (details, suggestion, source)
+}
+
+/// The values the first changed constant took, in compile order (long runs elided).
+fn constant_values(first: &ConstantChange, diffs: &[&Diff]) -> String {
+    let mut values = vec![first.old.clone()];
+    for d in diffs {
+        if let Some(c) = d
+            .constants
+            .iter()
+            .find(|c| c.what == first.what && c.op == first.op && c.dtype == first.dtype)
+            && values.last() != Some(&c.new)
+        {
+            values.push(c.new.clone());
+        }
+    }
+    if values.len() > 6 {
+        format!(
+            "{} → … → {} ({} values)",
+            values[..3].join(" → "),
+            values[values.len() - 1],
+            values.len()
+        )
+    } else {
+        values.join(" → ")
+    }
+}
+
+/// The fix for a changed constant, by what changed and the frontend.
+fn constant_suggestion(
+    first: &ConstantChange,
+    at: &str,
+    shown: &str,
+    n: usize,
+    torch: bool,
+) -> String {
+    match first.what.as_str() {
+        "argument became literal" => format!(
+            "a Python scalar{at} was passed as data until it took the value {}, which the frontend bakes into the graph as a constant ({n} graphs so far; torch_xla does this for 0 and 1): keep it a device tensor (`torch.tensor(value, device=device)`), or keep it off those values (a warmup factor that ends at exactly 1.0)",
+            first.new
+        ),
+        "literal" if torch => format!(
+            "the Python scalar{at} is baked into the graph as {} {} ({n} graphs so far): keep it on the device as a tensor (e.g. `torch.tensor(value, device=device)`; for optimizers `capturable=True` / a tensor LR) so one graph serves every value",
+            first.dtype, shown
+        ),
+        "literal" => format!(
+            "the Python scalar{at} is baked into the program as {} {} ({n} compiles so far): pass it as an argument (`jnp.asarray(value)`) instead of closing over it, so one compiled program serves every value",
+            first.dtype, shown
+        ),
+        "slice bounds" | "dynamic-slice sizes" | "gather slice sizes" if torch => format!(
+            "a Python int index{at} becomes static slice bounds ({shown}): index with a device tensor (`x.index_select(dim, torch.tensor([i], device=device))`) so the index is data, not graph"
+        ),
+        "slice bounds" | "dynamic-slice sizes" | "gather slice sizes" => format!(
+            "a Python int index{at} becomes static slice bounds ({shown}): use `jax.lax.dynamic_slice` / `jnp.take` with a traced index"
+        ),
+        _ => format!(
+            "a size or attribute computed from a Python value{at} changes ({shown}): make it a fixed size, or pass the value as an array"
+        ),
+    }
+}
+
+/// The program's structure changed: which ops, where, and how to keep one graph.
+fn structure_explanation(
+    f: &Family,
+    compiles: &[CompileView],
+    diffs: &[&Diff],
+    call_site: Option<SourceLoc>,
+    torch: bool,
+) -> (String, String, Option<SourceLoc>) {
+    let n = f.members.len();
+    let mut added: BTreeMap<String, u32> = BTreeMap::new();
+    let mut removed: BTreeMap<String, u32> = BTreeMap::new();
+    for d in diffs {
+        for (k, v) in &d.ops_added {
+            *added.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &d.ops_removed {
+            *removed.entry(k.clone()).or_default() += v;
+        }
+    }
+    let variants: BTreeSet<u64> = f
+        .members
+        .iter()
+        .map(|m| compiles[m.compile].same_program_key)
+        .collect();
+    let details = format!(
+        "{} variants of the graph over {n} compiles; {}",
+        variants.len(),
+        diffs.first().map(|d| d.summary.clone()).unwrap_or_default()
+    );
+    // The line of the ops that differ, when the HLO says; else where the graph is cut.
+    let ops_source = most_common(diffs.iter().filter_map(|d| d.ops_source.clone()));
+    let at = match (&ops_source, &call_site) {
+        (Some(o), Some(c)) if o != c => format!(" at {o} (graph cut at {c})"),
+        (Some(o), _) => format!(" at {o}"),
+        (None, Some(c)) => format!(" reaching {c}"),
+        (None, None) => String::new(),
+    };
+    let call_site = ops_source.or(call_site);
+    let fix = if torch {
+        "compute both branches with `torch.where`, or keep data-dependent `if`s and optional inputs out of the step"
+    } else {
+        "use `jax.lax.cond`/`jnp.where` instead of Python branches on values, and always pass the same set of inputs"
+    };
+    (
+        details,
+        format!(
+            "Python control flow or optional inputs{at} trace {} different graphs: {fix}",
+            variants.len()
+        ),
+        call_site,
+    )
+}
+
+/// The same program compiled again: the cache missed or the function was re-created.
+fn identical_explanation(
+    n: usize,
+    call_site: Option<SourceLoc>,
+    torch: bool,
+) -> (String, String, Option<SourceLoc>) {
+    let at = call_site
+        .as_ref()
+        .map(|s| format!(" at {s}"))
+        .unwrap_or_default();
+    let fix = if torch {
+        "the graph cache missed: avoid recreating modules/optimizers per step, and enable the persistent cache (`torch_xla.runtime.initialize_cache`)"
+    } else {
+        "the jitted function is re-created (a `jax.jit` or closure inside the loop): jit it once outside the loop, or enable the persistent compilation cache"
+    };
+    (
+        format!("the same program compiled {n} times{at}"),
+        format!("{fix} — {n} compiles where one would do"),
+        call_site,
+    )
 }
 
 pub(super) fn shape_explanation(
