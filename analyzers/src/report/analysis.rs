@@ -44,8 +44,46 @@ pub fn recording_stopped(trace: &Trace) -> Option<StoppedReport> {
 }
 
 /// Analyses traces: one run, successive runs of a program, or the hosts of one job.
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn analyze(inputs: &[Input<'_>]) -> Report {
+    let (order, multi_host, runs) = order_runs(inputs);
+    let traces: Vec<&Trace> = order.iter().map(|&i| inputs[i].trace).collect();
+    let mut report = empty_report(runs);
+    let per_run = analyze_runs(&mut report, inputs, &order, &traces);
+    let total_steps: usize = per_run.steps.iter().map(|s| s.steps.len()).sum();
+    let torch = report
+        .traces
+        .first()
+        .is_some_and(|t| t.frontend.starts_with("torch"));
+    report.syncs = syncs::group(&per_run.syncs, total_steps, torch, |run, t| {
+        per_run.steps.get(run).and_then(|s| s.steady_step_at(t))
+    });
+    report.steps = steps_report(&traces, &per_run.steps);
+    report.cache = cache::cache(&traces, &per_run.compiles, !multi_host);
+    summarize_compiles(&mut report, &per_run.compiles);
+    let frontend = report
+        .traces
+        .first()
+        .map(|t| t.frontend.clone())
+        .unwrap_or_default();
+    report.findings = findings(&report, &frontend, &per_run.steps);
+    if multi_host {
+        add_hosts(&mut report, &traces, &per_run);
+    }
+    report
+}
+
+/// The job a trace belongs to: a segment of a merged file carries the job the merge put it in.
+fn job_of(t: &Trace) -> String {
+    t.segment
+        .as_ref()
+        .map(|s| s.job_id.clone())
+        .or_else(|| t.manifest.as_ref().map(|m| m.job_id.clone()))
+        .unwrap_or_default()
+}
+
+/// The order the inputs are analysed in, whether they are the hosts of one job, and what the
+/// report says it assumed about them.
+fn order_runs(inputs: &[Input<'_>]) -> (Vec<usize>, bool, RunsInfo) {
     let mut order: Vec<usize> = (0..inputs.len()).collect();
     let start = |i: usize| {
         inputs[i]
@@ -54,15 +92,7 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
             .as_ref()
             .map_or(0, |m| m.start_wall_ns)
     };
-    let job = |i: usize| {
-        // A segment of a merged file carries the job the merge put it in.
-        let t = inputs[i].trace;
-        t.segment
-            .as_ref()
-            .map(|s| s.job_id.clone())
-            .or_else(|| t.manifest.as_ref().map(|m| m.job_id.clone()))
-            .unwrap_or_default()
-    };
+    let job = |i: usize| job_of(inputs[i].trace);
     let shared_job_id =
         inputs.len() > 1 && !job(0).is_empty() && (0..inputs.len()).all(|i| job(i) == job(0));
     let all: Vec<&Trace> = inputs.iter().map(|i| i.trace).collect();
@@ -77,7 +107,6 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
             (start(i), 0)
         }
     });
-    let traces: Vec<&Trace> = order.iter().map(|&i| inputs[i].trace).collect();
     let runs = match (inputs.len(), multi_host) {
         (1, _) => RunsInfo {
             assumed: "single_run".into(),
@@ -103,8 +132,11 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
             ),
         },
     };
+    (order, multi_host, runs)
+}
 
-    let mut report = Report {
+fn empty_report(runs: RunsInfo) -> Report {
+    Report {
         tpuscope_report: REPORT_VERSION,
         traces: Vec::new(),
         runs,
@@ -125,13 +157,29 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         baseline: None,
         hosts: None,
         dynamo: None,
-    };
+    }
+}
 
+/// What each run yields for the report's cross-run sections, in run order.
+struct PerRun {
+    compiles: Vec<Vec<CompileView>>,
+    syncs: Vec<SyncView>,
+    steps: Vec<Steps>,
+}
+
+/// Fills the report's per-run sections (traces, warnings, memory, errors, families, phases)
+/// and returns what the cross-run sections are built from.
+fn analyze_runs(
+    report: &mut Report,
+    inputs: &[Input<'_>],
+    order: &[usize],
+    traces: &[&Trace],
+) -> PerRun {
     let mut all_compiles = Vec::new();
     let mut all_syncs: Vec<SyncView> = Vec::new();
     let mut all_steps: Vec<Steps> = Vec::new();
     let mut errors: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for (run, (&i, trace)) in order.iter().zip(&traces).enumerate() {
+    for (run, (&i, trace)) in order.iter().zip(traces).enumerate() {
         report.traces.push(trace_info(run, &inputs[i].path, trace));
         warnings(&mut report.warnings, &inputs[i].path, trace);
         let mut compiles = families::compiles(trace, run);
@@ -155,7 +203,7 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         collect_errors(trace, &mut errors);
         let fams = families::families(&compiles);
         let first_family = report.recompiles.len();
-        report_families(&mut report, trace, &compiles, &fams, &steps);
+        report_families(report, trace, &compiles, &fams, &steps);
         merge_co_recompiles(&mut report.recompiles[first_family..]);
         let recompile_steps = recompile_steps(&report.recompiles[first_family..]);
         report
@@ -177,38 +225,27 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
             count,
         })
         .collect();
-    let total_steps: usize = all_steps.iter().map(|s| s.steps.len()).sum();
-    let torch = report
-        .traces
-        .first()
-        .is_some_and(|t| t.frontend.starts_with("torch"));
-    report.syncs = syncs::group(&all_syncs, total_steps, torch, |run, t| {
-        all_steps.get(run).and_then(|s| s.steady_step_at(t))
-    });
-    report.steps = steps_report(&traces, &all_steps);
-    report.cache = cache::cache(&traces, &all_compiles, !multi_host);
-    summarize_compiles(&mut report, &all_compiles);
-    let frontend = report
-        .traces
-        .first()
-        .map(|t| t.frontend.clone())
-        .unwrap_or_default();
-    report.findings = findings(&report, &frontend, &all_steps);
-    if multi_host {
-        let h = hosts::hosts(&traces, &all_compiles, &all_steps, &all_syncs);
-        if let Some(why) = &h.not_one_job {
-            report.warnings.push(format!(
-                "these hosts may not be one job ({why}): no cross-host findings are made"
-            ));
-            report
-                .runs
-                .note
-                .push_str(", but they may not be one job (see the warnings)");
-        }
-        report.findings.extend(hosts::findings(&h));
-        report.hosts = Some(h);
+    PerRun {
+        compiles: all_compiles,
+        syncs: all_syncs,
+        steps: all_steps,
     }
-    report
+}
+
+/// The hosts section and its cross-host findings, for the hosts of one job.
+fn add_hosts(report: &mut Report, traces: &[&Trace], per_run: &PerRun) {
+    let h = hosts::hosts(traces, &per_run.compiles, &per_run.steps, &per_run.syncs);
+    if let Some(why) = &h.not_one_job {
+        report.warnings.push(format!(
+            "these hosts may not be one job ({why}): no cross-host findings are made"
+        ));
+        report
+            .runs
+            .note
+            .push_str(", but they may not be one job (see the warnings)");
+    }
+    report.findings.extend(hosts::findings(&h));
+    report.hosts = Some(h);
 }
 
 pub(super) fn trace_info(run: usize, path: &str, trace: &Trace) -> TraceInfo {
