@@ -378,103 +378,131 @@ fn changed_ops_source(a: &HloModuleProto, b: &HloModuleProto) -> Option<SourceLo
     weight.into_iter().find(|(_, w)| *w == best).map(|(s, _)| s)
 }
 
+/// What differs between two aligned programs, by kind, in program order.
+#[derive(Default)]
+struct AlignedChanges {
+    /// Literals and static bounds (slices, pads, windows).
+    literal: Vec<ConstantChange>,
+    /// Array sizes.
+    sizes: Vec<ConstantChange>,
+    dtypes: Vec<ConstantChange>,
+    /// The first difference of any kind, for when none of the above changed.
+    first_other: Option<String>,
+}
+
 /// Both modules have the same structure: walk them side by side.
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 fn aligned_diff(a: &HloModuleProto, b: &HloModuleProto) -> Diff {
-    let mut literal = Vec::new();
-    let mut sizes = Vec::new();
-    let mut dtypes = Vec::new();
-    let mut first_other: Option<String> = None;
+    let mut found = AlignedChanges::default();
     for (ca, cb) in a.computations.iter().zip(&b.computations) {
         for (ia, ib) in ca.instructions.iter().zip(&cb.instructions) {
-            let push = |out: &mut Vec<ConstantChange>, what: &str, old: String, new: String| {
-                if out.len() < MAX_CHANGES {
-                    out.push(change(b, cb, ib, what, old, new));
-                }
-            };
-            if ia.opcode == "constant" && !same_literal(ia, ib) {
-                push(
-                    &mut literal,
-                    "literal",
-                    ia.literal
-                        .as_ref()
-                        .map(hlo::literal_values_string)
-                        .unwrap_or_default(),
-                    ib.literal
-                        .as_ref()
-                        .map(hlo::literal_values_string)
-                        .unwrap_or_default(),
-                );
-            }
-            if ia.slice_dimensions != ib.slice_dimensions {
-                push(&mut literal, "slice bounds", slices(ia), slices(ib));
-            }
-            if ia.dynamic_slice_sizes != ib.dynamic_slice_sizes {
-                push(
-                    &mut literal,
-                    "dynamic-slice sizes",
-                    ints(&ia.dynamic_slice_sizes),
-                    ints(&ib.dynamic_slice_sizes),
-                );
-            }
-            if ia.gather_slice_sizes != ib.gather_slice_sizes {
-                push(
-                    &mut literal,
-                    "gather slice sizes",
-                    ints(&ia.gather_slice_sizes),
-                    ints(&ib.gather_slice_sizes),
-                );
-            }
-            if ia.padding_config != ib.padding_config {
-                push(&mut literal, "pad amounts", padding(ia), padding(ib));
-            }
-            if ia.window != ib.window {
-                push(
-                    &mut literal,
-                    "window",
-                    format!("{:?}", ia.window),
-                    format!("{:?}", ib.window),
-                );
-            }
-            let (sa, sb) = (
-                ia.shape.clone().unwrap_or_default(),
-                ib.shape.clone().unwrap_or_default(),
-            );
-            if sa.dimensions != sb.dimensions && sa.tuple_shapes.is_empty() {
-                push(
-                    &mut sizes,
-                    "size",
-                    hlo::shape_string_without_layout(&sa),
-                    hlo::shape_string_without_layout(&sb),
-                );
-            } else if sa.element_type != sb.element_type {
-                push(
-                    &mut dtypes,
-                    "dtype",
-                    hlo::shape_string_without_layout(&sa),
-                    hlo::shape_string_without_layout(&sb),
-                );
-            }
-            if first_other.is_none() && ia != ib {
-                first_other = Some(raw_difference(ia, ib));
-            }
+            instruction_changes(b, cb, ia, ib, &mut found);
         }
     }
     // Sizes usually follow from a changed literal or slice bound; they are the cause only when
     // nothing else changed (an `iota` or `reshape` sized by a Python int).
-    let (cause, changes) = if !literal.is_empty() {
-        (Cause::ConstantChanged, literal)
-    } else if !sizes.is_empty() {
-        (Cause::ConstantChanged, sizes)
-    } else if !dtypes.is_empty() {
-        (Cause::DtypeChanged, dtypes)
+    let (cause, changes) = if !found.literal.is_empty() {
+        (Cause::ConstantChanged, found.literal)
+    } else if !found.sizes.is_empty() {
+        (Cause::ConstantChanged, found.sizes)
+    } else if !found.dtypes.is_empty() {
+        (Cause::DtypeChanged, found.dtypes)
     } else {
-        let raw = first_other.unwrap_or_else(|| "metadata or names only".to_string());
+        let raw = found
+            .first_other
+            .unwrap_or_else(|| "metadata or names only".to_string());
         return Diff::new(Cause::Unknown, format!("programs differ: {raw}"));
     };
-    // The same change in several places (a rate used by four updates) is one item, counted.
+    let mut d = Diff::new(cause, changes_summary(&changes));
+    d.constants = changes;
+    d
+}
+
+/// Records how instruction `ia` differs from its counterpart `ib` (in computation `cb` of `b`).
+fn instruction_changes(
+    b: &HloModuleProto,
+    cb: &HloComputationProto,
+    ia: &HloInstructionProto,
+    ib: &HloInstructionProto,
+    found: &mut AlignedChanges,
+) {
+    let push = |out: &mut Vec<ConstantChange>, what: &str, old: String, new: String| {
+        if out.len() < MAX_CHANGES {
+            out.push(change(b, cb, ib, what, old, new));
+        }
+    };
+    if ia.opcode == "constant" && !same_literal(ia, ib) {
+        push(
+            &mut found.literal,
+            "literal",
+            ia.literal
+                .as_ref()
+                .map(hlo::literal_values_string)
+                .unwrap_or_default(),
+            ib.literal
+                .as_ref()
+                .map(hlo::literal_values_string)
+                .unwrap_or_default(),
+        );
+    }
+    if ia.slice_dimensions != ib.slice_dimensions {
+        push(&mut found.literal, "slice bounds", slices(ia), slices(ib));
+    }
+    if ia.dynamic_slice_sizes != ib.dynamic_slice_sizes {
+        push(
+            &mut found.literal,
+            "dynamic-slice sizes",
+            ints(&ia.dynamic_slice_sizes),
+            ints(&ib.dynamic_slice_sizes),
+        );
+    }
+    if ia.gather_slice_sizes != ib.gather_slice_sizes {
+        push(
+            &mut found.literal,
+            "gather slice sizes",
+            ints(&ia.gather_slice_sizes),
+            ints(&ib.gather_slice_sizes),
+        );
+    }
+    if ia.padding_config != ib.padding_config {
+        push(&mut found.literal, "pad amounts", padding(ia), padding(ib));
+    }
+    if ia.window != ib.window {
+        push(
+            &mut found.literal,
+            "window",
+            format!("{:?}", ia.window),
+            format!("{:?}", ib.window),
+        );
+    }
+    let (sa, sb) = (
+        ia.shape.clone().unwrap_or_default(),
+        ib.shape.clone().unwrap_or_default(),
+    );
+    if sa.dimensions != sb.dimensions && sa.tuple_shapes.is_empty() {
+        push(
+            &mut found.sizes,
+            "size",
+            hlo::shape_string_without_layout(&sa),
+            hlo::shape_string_without_layout(&sb),
+        );
+    } else if sa.element_type != sb.element_type {
+        push(
+            &mut found.dtypes,
+            "dtype",
+            hlo::shape_string_without_layout(&sa),
+            hlo::shape_string_without_layout(&sb),
+        );
+    }
+    if found.first_other.is_none() && ia != ib {
+        found.first_other = Some(raw_difference(ia, ib));
+    }
+}
+
+/// The changes in a line: the same change in several places (a rate used by four updates) is
+/// one item, counted.
+fn changes_summary(changes: &[ConstantChange]) -> String {
     let mut items: Vec<(String, usize)> = Vec::new();
-    for c in &changes {
+    for c in changes {
         let at = c
             .source
             .as_ref()
@@ -506,9 +534,7 @@ fn aligned_diff(a: &HloModuleProto, b: &HloModuleProto) -> Diff {
     } else {
         String::new()
     };
-    let mut d = Diff::new(cause, format!("{summary}{more}"));
-    d.constants = changes;
-    d
+    format!("{summary}{more}")
 }
 
 /// Literals compared by their bytes: a NaN constant is the same NaN in both programs, though
