@@ -145,14 +145,63 @@ struct Launches {
     seen: HashSet<u64>,
 }
 
+/// A graph's launches are grouped by graph name and call site, not id: a graph recompiled for
+/// a new shape is a new executable of the same loop.
+type Key<'a> = (&'a str, Option<&'a SourceLoc>, u32);
+
+/// What one pass over a trace gathers to find its steps.
+struct Scan<'a> {
+    /// Step marker → the times it was recorded.
+    markers: BTreeMap<&'a str, Vec<u64>>,
+    groups: HashMap<Key<'a>, Launches>,
+    /// The first and last times of any record.
+    first_t: u64,
+    last_t: u64,
+    compile_times: Vec<u64>,
+}
+
 /// Finds the step boundaries of a trace: `[start, end)` per step, in order.
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
-    let mut markers: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let info = executable_info(trace);
-    // By graph name and call site, not id: a graph recompiled for a new shape is a new
-    // executable of the same loop.
-    type Key<'a> = (&'a str, Option<&'a SourceLoc>, u32);
+    let Scan {
+        markers,
+        groups,
+        first_t,
+        last_t,
+        compile_times,
+    } = scan(trace, &info);
+    // TorchTPU dispatches asynchronously: its Python `optimizer.step` runs ahead of the PJRT work
+    // of the step (whole loops ahead), so only the launches tell where its steps are.
+    let async_dispatch = trace
+        .manifest
+        .as_ref()
+        .is_some_and(|m| crate::report::manifest_frontend(m) == "torch_tpu");
+    let chosen = STEP_MARKERS
+        .iter()
+        .find_map(|m| markers.get_key_value(m))
+        .or_else(|| markers.iter().max_by_key(|(_, v)| v.len()));
+    let per_marker = chosen
+        .filter(|_| async_dispatch)
+        .map(|(_, times)| times.len())
+        .and_then(|n| launches_per_marker(&groups, n));
+    let chosen = chosen.filter(|_| {
+        !async_dispatch || (per_marker.is_none() && groups.values().all(|g| g.times.len() < 3))
+    });
+    if let Some((marker, times)) = chosen {
+        return cut_at_markers(marker, times, first_t);
+    }
+    let Some((&(exe, _, _), g)) = per_marker
+        .or_else(|| loop_launches(&groups, true))
+        .or_else(|| loop_launches(&groups, false))
+    else {
+        return (StepSource::None, Vec::new());
+    };
+    cut_at_launches(exe, g, compile_times, last_t)
+}
+
+/// Gathers the markers, the launches by group, and the compile times of a trace.
+fn scan<'a>(trace: &'a Trace, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
+    let mut markers: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut groups: HashMap<Key<'_>, Launches> = HashMap::new();
     // seq → (group, start, dispatch) of executes, for their completions.
     let mut pending: HashMap<u64, (Key<'_>, u64, u64)> = HashMap::new();
@@ -198,73 +247,80 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
             _ => {}
         }
     }
-    // TorchTPU dispatches asynchronously: its Python `optimizer.step` runs ahead of the PJRT work
-    // of the step (whole loops ahead), so only the launches tell where its steps are.
-    let async_dispatch = trace
-        .manifest
-        .as_ref()
-        .is_some_and(|m| crate::report::manifest_frontend(m) == "torch_tpu");
-    let chosen = STEP_MARKERS
-        .iter()
-        .find_map(|m| markers.get_key_value(m))
-        .or_else(|| markers.iter().max_by_key(|(_, v)| v.len()));
-    // The markers still count the steps: the launches to cut at are a graph's that ran once per
-    // marker (an optimizer's foreach op may run twice a step), the largest such program.
-    let per_marker = chosen
-        .filter(|_| async_dispatch)
-        .map(|(_, times)| times.len())
-        .and_then(|n| {
-            groups
-                .iter()
-                .filter(|(_, g)| g.times.len() == n && n >= 3)
-                .max_by(|a, b| {
-                    a.1.graph_origin
-                        .cmp(&b.1.graph_origin)
-                        .then(a.1.compile_ns.cmp(&b.1.compile_ns))
-                        .then(b.0.cmp(a.0))
-                })
-        });
-    let chosen = chosen.filter(|_| {
-        !async_dispatch || (per_marker.is_none() && groups.values().all(|g| g.times.len() < 3))
-    });
-    if let Some((marker, times)) = chosen {
-        let mut times = times.clone();
-        times.sort_unstable();
-        let median = median_period(&times);
-        let mut out = Vec::new();
-        let mut start = times
-            .first()
-            .map_or(first_t, |&t| t.saturating_sub(median).max(first_t));
-        for t in times {
-            out.push((start, t));
-            start = t;
-        }
-        return (
-            StepSource::Marker {
-                marker: (*marker).to_string(),
-            },
-            out,
-        );
+    Scan {
+        markers,
+        groups,
+        first_t,
+        last_t,
+        compile_times,
     }
-    // The loop is the graph whose launches take the most time, among graphs launched from one
-    // call site at least three times; eager ops (an on-device metric sum, init casts) run often
-    // but cheaply, and only when no graph repeats do they stand in.
-    let repeated = |g: &&Launches| g.times.len() >= 3;
-    let best = |want_graph: bool| {
-        groups
-            .iter()
-            .filter(|(_, g)| repeated(g) && (g.graph_origin || !want_graph))
-            .max_by(|a, b| {
-                a.1.busy_ns
-                    .cmp(&b.1.busy_ns)
-                    .then(a.1.times.len().cmp(&b.1.times.len()))
-                    // Deterministic among equals.
-                    .then(b.0.cmp(a.0))
-            })
-    };
-    let Some((&(exe, _, _), g)) = per_marker.or_else(|| best(true)).or_else(|| best(false)) else {
-        return (StepSource::None, Vec::new());
-    };
+}
+
+/// With asynchronous dispatch the markers still count the steps: the launches to cut at are a
+/// graph's that ran once per marker (an optimizer's foreach op may run twice a step), the
+/// largest such program.
+fn launches_per_marker<'g, 'a>(
+    groups: &'g HashMap<Key<'a>, Launches>,
+    n: usize,
+) -> Option<(&'g Key<'a>, &'g Launches)> {
+    groups
+        .iter()
+        .filter(|(_, g)| g.times.len() == n && n >= 3)
+        .max_by(|a, b| {
+            a.1.graph_origin
+                .cmp(&b.1.graph_origin)
+                .then(a.1.compile_ns.cmp(&b.1.compile_ns))
+                .then(b.0.cmp(a.0))
+        })
+}
+
+/// The loop is the graph whose launches take the most time, among graphs launched from one
+/// call site at least three times; eager ops (an on-device metric sum, init casts) run often
+/// but cheaply, and only when no graph repeats do they stand in (`want_graph` false).
+fn loop_launches<'g, 'a>(
+    groups: &'g HashMap<Key<'a>, Launches>,
+    want_graph: bool,
+) -> Option<(&'g Key<'a>, &'g Launches)> {
+    groups
+        .iter()
+        .filter(|(_, g)| g.times.len() >= 3 && (g.graph_origin || !want_graph))
+        .max_by(|a, b| {
+            a.1.busy_ns
+                .cmp(&b.1.busy_ns)
+                .then(a.1.times.len().cmp(&b.1.times.len()))
+                // Deterministic among equals.
+                .then(b.0.cmp(a.0))
+        })
+}
+
+/// Steps that each end at a marker; the first starts a typical step length before it.
+fn cut_at_markers(marker: &str, times: &[u64], first_t: u64) -> (StepSource, Vec<(u64, u64)>) {
+    let mut times = times.to_vec();
+    times.sort_unstable();
+    let median = median_period(&times);
+    let mut out = Vec::new();
+    let mut start = times
+        .first()
+        .map_or(first_t, |&t| t.saturating_sub(median).max(first_t));
+    for t in times {
+        out.push((start, t));
+        start = t;
+    }
+    (
+        StepSource::Marker {
+            marker: marker.to_string(),
+        },
+        out,
+    )
+}
+
+/// Steps that each start at a launch of the loop's graph `exe`.
+fn cut_at_launches(
+    exe: &str,
+    g: &Launches,
+    mut compile_times: Vec<u64>,
+    last_t: u64,
+) -> (StepSource, Vec<(u64, u64)>) {
     let mut times = g.times.clone();
     times.sort_unstable();
     let median = median_period(&times);
