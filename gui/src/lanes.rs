@@ -401,7 +401,6 @@ fn job_origins(traces: &[(usize, &Trace)]) -> Option<Vec<u64>> {
 impl Timeline {
     /// Lanes of every source, in source order: its threads (by thread id), then its devices.
     /// The hosts of one job are drawn on the job timeline (see [`Timeline::aligned`]).
-    #[expect(clippy::too_many_lines, reason = "TODO split")]
     pub fn build(traces: &[(usize, &Trace)]) -> Timeline {
         let mut tl = Timeline::default();
         let sources = traces.iter().map(|(s, _)| *s + 1).max().unwrap_or(0);
@@ -415,147 +414,67 @@ impl Timeline {
                 .and_then(|o| o.get(k).copied())
                 .unwrap_or_else(|| origin(trace));
             tl.t0[source] = t0;
-            let rel = |t: u64| t.saturating_sub(t0);
-            let mut threads: BTreeMap<u32, Vec<(u64, u64, Kind, u32)>> = BTreeMap::new();
-            let mut devices: BTreeMap<i64, Vec<(u64, u64, Kind, u32)>> = BTreeMap::new();
-            // Execute seq → (dispatch time, event); device → its last completion.
-            let mut launched: HashMap<u64, (u64, u32)> = HashMap::new();
-            let mut busy_until: HashMap<u32, u64> = HashMap::new();
-            let (step_source, bounds) = tpuscope_analyzers::steps::boundaries(trace);
-            let step_marker = match step_source {
-                tpuscope_analyzers::steps::StepSource::Marker { marker } => Some(marker),
-                _ => None,
-            };
-            let last = trace
-                .events
-                .iter()
-                .filter_map(Record::t_ns)
-                .max()
-                .unwrap_or(t0);
-            if let Some(p) = tpuscope_analyzers::phases::Phases::from_steps(&bounds, t0, last) {
-                tl.phases
-                    .push((source, rel(p.steady_start_ns), rel(p.loop_end_ns)));
-            }
-            let mut step_no = 0;
-            for (idx, r) in trace.events.iter().enumerate() {
-                let e = idx as u32;
-                let mut on = |thread: u32, t: u64, dur: u64, k: Kind| {
-                    threads
-                        .entry(thread)
-                        .or_default()
-                        .push((rel(t), rel(t) + dur, k, e));
-                };
-                match r {
-                    Record::Compile(c) => {
-                        let k = if c.error.is_some() {
-                            Kind::Error
-                        } else {
-                            Kind::Compile
-                        };
-                        on(c.thread, c.t_ns, c.dur_ns, k);
-                    }
-                    Record::Load(l) => on(l.thread, l.t_ns, l.dur_ns, Kind::Compile),
-                    Record::Execute(x) => {
-                        let k = if x.error.is_some() {
-                            Kind::Error
-                        } else {
-                            Kind::Execute
-                        };
-                        on(x.thread, x.t_ns, x.dur_ns, k);
-                        launched.insert(x.seq, (x.t_ns, e));
-                    }
-                    Record::ExecuteComplete(c) => {
-                        if let Some(&(t, _)) = launched.get(&c.seq) {
-                            let from = busy_until.get(&c.device_index).copied().unwrap_or(0);
-                            let start = t.max(from).min(c.t_ns);
-                            busy_until.insert(c.device_index, c.t_ns);
-                            let k = if c.error.is_some() {
-                                Kind::Error
-                            } else {
-                                Kind::Device
-                            };
-                            devices.entry(i64::from(c.device_index)).or_default().push((
-                                rel(start),
-                                rel(c.t_ns),
-                                k,
-                                e,
-                            ));
-                        }
-                    }
-                    Record::ExecuteSummary(s) => devices.entry(-1).or_default().push((
-                        rel(s.t_start_ns),
-                        rel(s.t_end_ns),
-                        Kind::Execute,
-                        e,
-                    )),
-                    Record::Transfer(x) => {
-                        let k = if x.error.is_some() {
-                            Kind::Error
-                        } else if x.direction == Direction::D2h as i32 {
-                            Kind::D2h
-                        } else {
-                            Kind::H2d
-                        };
-                        on(x.thread, x.t_ns, x.dur_ns, k);
-                        if x.device >= 0 {
-                            devices.entry(i64::from(x.device)).or_default().push((
-                                rel(x.t_ns),
-                                rel(x.t_ns) + x.dur_ns,
-                                k,
-                                e,
-                            ));
-                        }
-                    }
-                    Record::Sync(s) => on(s.thread, s.t_ns, s.dur_ns, Kind::Sync),
-                    Record::CacheStore(c) => on(c.thread, c.t_ns, c.dur_ns, Kind::Cache),
-                    Record::CacheLoad(c) => {
-                        let k = if c.ok { Kind::Cache } else { Kind::Error };
-                        on(c.thread, c.t_ns, c.dur_ns, k);
-                    }
-                    Record::Error(x) => on(x.thread, x.t_ns, 0, Kind::Error),
-                    Record::Note(n) if n.t_ns > 0 => on(n.thread, n.t_ns, 0, Kind::Note),
-                    Record::Client(c) => on(c.thread, c.t_ns, c.dur_ns, Kind::Other),
-                    Record::Step(s) if step_marker.as_deref() == Some(s.marker.as_str()) => {
-                        step_no += 1;
-                        tl.steps.push((source, rel(s.t_ns), step_no));
-                    }
-                    _ => {}
-                }
-            }
-            if step_marker.is_none() {
-                // No markers: the analyzers' steps (runs of the dominant executable).
-                for (i, (start, _)) in bounds.iter().enumerate() {
-                    tl.steps.push((source, rel(*start), i as u64 + 1));
-                }
-            }
             let prefix = if multi {
                 format!("{} · ", short_label(&source_label(trace, source)))
             } else {
                 String::new()
             };
-            for (thread, items) in threads {
-                tl.push(Lane {
-                    source,
-                    label: format!("{prefix}thread {thread}"),
-                    device: false,
-                    spans: Spans::from_unsorted(items),
-                });
-            }
-            for (device, items) in devices {
-                let label = if device < 0 {
-                    format!("{prefix}summarized executes")
-                } else {
-                    format!("{prefix}device {device}")
-                };
-                tl.push(Lane {
-                    source,
-                    label,
-                    device: true,
-                    spans: Spans::from_unsorted(items),
-                });
-            }
+            tl.add_source(source, trace, t0, &prefix);
         }
         tl
+    }
+
+    /// The phases, steps and lanes of one source whose times are drawn from `t0`.
+    fn add_source(&mut self, source: usize, trace: &Trace, t0: u64, prefix: &str) {
+        let rel = |t: u64| t.saturating_sub(t0);
+        let (step_source, bounds) = tpuscope_analyzers::steps::boundaries(trace);
+        let step_marker = match step_source {
+            tpuscope_analyzers::steps::StepSource::Marker { marker } => Some(marker),
+            _ => None,
+        };
+        let last = trace
+            .events
+            .iter()
+            .filter_map(Record::t_ns)
+            .max()
+            .unwrap_or(t0);
+        if let Some(p) = tpuscope_analyzers::phases::Phases::from_steps(&bounds, t0, last) {
+            self.phases
+                .push((source, rel(p.steady_start_ns), rel(p.loop_end_ns)));
+        }
+        let mut spans = SourceSpans::new(t0, step_marker.as_deref());
+        for (idx, r) in trace.events.iter().enumerate() {
+            spans.add(idx as u32, r);
+        }
+        self.steps
+            .extend(spans.steps.iter().map(|&(t, no)| (source, t, no)));
+        if step_marker.is_none() {
+            // No markers: the analyzers' steps (runs of the dominant executable).
+            for (i, (start, _)) in bounds.iter().enumerate() {
+                self.steps.push((source, rel(*start), i as u64 + 1));
+            }
+        }
+        for (thread, items) in spans.threads {
+            self.push(Lane {
+                source,
+                label: format!("{prefix}thread {thread}"),
+                device: false,
+                spans: Spans::from_unsorted(items),
+            });
+        }
+        for (device, items) in spans.devices {
+            let label = if device < 0 {
+                format!("{prefix}summarized executes")
+            } else {
+                format!("{prefix}device {device}")
+            };
+            self.push(Lane {
+                source,
+                label,
+                device: true,
+                spans: Spans::from_unsorted(items),
+            });
+        }
     }
 
     fn push(&mut self, lane: Lane) {
@@ -583,6 +502,130 @@ impl Timeline {
             .into_iter()
             .filter(|&l| self.lanes[l].source == source)
             .find_map(|l| self.lanes[l].spans.find_event(e).map(|s| (l, s)))
+    }
+}
+
+/// A span before sorting: (start, end, kind, event), in ns since the source's origin.
+type Item = (u64, u64, Kind, u32);
+
+/// The spans of one source gathered record by record, by lane.
+struct SourceSpans<'m> {
+    /// The source's origin: spans are kept in ns since it.
+    t0: u64,
+    /// The marker that starts a step, when the trace has step markers.
+    step_marker: Option<&'m str>,
+    threads: BTreeMap<u32, Vec<Item>>,
+    /// Device index → its spans; -1 holds the summarized executes.
+    devices: BTreeMap<i64, Vec<Item>>,
+    /// Execute seq → (dispatch time, event); device → its last completion.
+    launched: HashMap<u64, (u64, u32)>,
+    busy_until: HashMap<u32, u64>,
+    /// Marked steps: (ns since the origin, step number).
+    steps: Vec<(u64, u64)>,
+}
+
+impl<'m> SourceSpans<'m> {
+    fn new(t0: u64, step_marker: Option<&'m str>) -> Self {
+        SourceSpans {
+            t0,
+            step_marker,
+            threads: BTreeMap::new(),
+            devices: BTreeMap::new(),
+            launched: HashMap::new(),
+            busy_until: HashMap::new(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn rel(&self, t: u64) -> u64 {
+        t.saturating_sub(self.t0)
+    }
+
+    /// A span of `dur` ns from `t` on a host thread's lane.
+    fn on_thread(&mut self, thread: u32, t: u64, dur: u64, k: Kind, e: u32) {
+        let at = self.rel(t);
+        self.threads
+            .entry(thread)
+            .or_default()
+            .push((at, at + dur, k, e));
+    }
+
+    /// A span already relative to the origin on a device's lane.
+    fn on_device(&mut self, device: i64, start: u64, end: u64, k: Kind, e: u32) {
+        self.devices
+            .entry(device)
+            .or_default()
+            .push((start, end, k, e));
+    }
+
+    /// Record `e` (its index in the trace's events) as spans on its lanes, or as a step.
+    fn add(&mut self, e: u32, r: &Record) {
+        match r {
+            Record::Compile(c) => {
+                let k = if c.error.is_some() {
+                    Kind::Error
+                } else {
+                    Kind::Compile
+                };
+                self.on_thread(c.thread, c.t_ns, c.dur_ns, k, e);
+            }
+            Record::Load(l) => self.on_thread(l.thread, l.t_ns, l.dur_ns, Kind::Compile, e),
+            Record::Execute(x) => {
+                let k = if x.error.is_some() {
+                    Kind::Error
+                } else {
+                    Kind::Execute
+                };
+                self.on_thread(x.thread, x.t_ns, x.dur_ns, k, e);
+                self.launched.insert(x.seq, (x.t_ns, e));
+            }
+            Record::ExecuteComplete(c) => {
+                if let Some(&(t, _)) = self.launched.get(&c.seq) {
+                    let from = self.busy_until.get(&c.device_index).copied().unwrap_or(0);
+                    let start = t.max(from).min(c.t_ns);
+                    self.busy_until.insert(c.device_index, c.t_ns);
+                    let k = if c.error.is_some() {
+                        Kind::Error
+                    } else {
+                        Kind::Device
+                    };
+                    let (start, end) = (self.rel(start), self.rel(c.t_ns));
+                    self.on_device(i64::from(c.device_index), start, end, k, e);
+                }
+            }
+            Record::ExecuteSummary(s) => {
+                let (start, end) = (self.rel(s.t_start_ns), self.rel(s.t_end_ns));
+                self.on_device(-1, start, end, Kind::Execute, e);
+            }
+            Record::Transfer(x) => {
+                let k = if x.error.is_some() {
+                    Kind::Error
+                } else if x.direction == Direction::D2h as i32 {
+                    Kind::D2h
+                } else {
+                    Kind::H2d
+                };
+                self.on_thread(x.thread, x.t_ns, x.dur_ns, k, e);
+                if x.device >= 0 {
+                    let start = self.rel(x.t_ns);
+                    self.on_device(i64::from(x.device), start, start + x.dur_ns, k, e);
+                }
+            }
+            Record::Sync(s) => self.on_thread(s.thread, s.t_ns, s.dur_ns, Kind::Sync, e),
+            Record::CacheStore(c) => self.on_thread(c.thread, c.t_ns, c.dur_ns, Kind::Cache, e),
+            Record::CacheLoad(c) => {
+                let k = if c.ok { Kind::Cache } else { Kind::Error };
+                self.on_thread(c.thread, c.t_ns, c.dur_ns, k, e);
+            }
+            Record::Error(x) => self.on_thread(x.thread, x.t_ns, 0, Kind::Error, e),
+            Record::Note(n) if n.t_ns > 0 => self.on_thread(n.thread, n.t_ns, 0, Kind::Note, e),
+            Record::Client(c) => self.on_thread(c.thread, c.t_ns, c.dur_ns, Kind::Other, e),
+            Record::Step(s) if self.step_marker == Some(s.marker.as_str()) => {
+                let no = self.steps.len() as u64 + 1;
+                self.steps.push((self.rel(s.t_ns), no));
+            }
+            _ => {}
+        }
     }
 }
 
