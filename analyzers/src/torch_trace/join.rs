@@ -166,11 +166,7 @@ fn is_program_of(c: &PjrtCompile, function: &str, file: &str, first_line: u32) -
 /// Attributes one process's frame compiles to the trace's compiles: the compiles that start in
 /// a frame compile's span (or just after it, before the next one) and are not recognisably
 /// another program.
-fn caused(
-    p: &ProcessLog,
-    tc: &TraceCompiles,
-    wall0_us: i64,
-) -> BTreeMap<CompileId, (Vec<CausedCompile>, Option<f64>)> {
+fn caused(p: &ProcessLog, tc: &TraceCompiles, wall0_us: i64) -> CausedBy {
     let starts: Vec<i64> = p
         .frames
         .values()
@@ -246,15 +242,16 @@ fn guard_fix(guard: &str) -> String {
     }
 }
 
+/// Per frame compile: the PJRT compiles it caused, and its start (ms after the trace's start).
+type CausedBy = BTreeMap<CompileId, (Vec<CausedCompile>, Option<f64>)>;
+
 /// Adds the `dynamo` section and its findings. `logs` holds what the CLI found per trace; a
 /// trace without an entry has no dynamo section. Does nothing when `logs` is empty.
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn attach(report: &mut Report, inputs: &[Input<'_>], logs: &[TorchLogs]) {
     if logs.is_empty() {
         return;
     }
     let mut dynamo = DynamoReport::default();
-    let mut findings: Vec<Finding> = Vec::new();
     for l in logs {
         let Some(run) = report.traces.iter().position(|t| t.path == l.trace_path) else {
             continue;
@@ -262,162 +259,10 @@ pub fn attach(report: &mut Report, inputs: &[Input<'_>], logs: &[TorchLogs]) {
         let Some(input) = inputs.iter().find(|i| i.path == l.trace_path) else {
             continue;
         };
-        let trace = input.trace;
-        let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
-        let parsed = parse(l.files.iter().map(|(_, t)| t.as_str()));
-        let mut info = LogsInfo {
-            run,
-            dir: l.dir.clone(),
-            files: l.files.len(),
-            skipped_lines: parsed.skipped_lines,
-            other_pids: parsed
-                .processes
-                .keys()
-                .copied()
-                .filter(|p| *p != pid)
-                .collect(),
-            note: l.note.clone().unwrap_or_default(),
-            ..LogsInfo::default()
-        };
-        let Some(p) = parsed.processes.get(&pid) else {
-            if info.note.is_empty() {
-                info.note = if parsed.processes.is_empty() {
-                    "no dynamo entries (nothing was torch.compiled?)".into()
-                } else {
-                    format!("no entries of this trace's process (pid {pid})")
-                };
-            }
-            dynamo.logs.push(info);
-            continue;
-        };
-        info.entries = p.entries;
-        info.rank = p.rank;
-        info.torch_version = p.torch_version.clone();
-        info.utc_offset_min = p.utc_offset_s.map(|s| s / 60);
-        dynamo.logs.push(info);
-
-        let tc = trace_compiles(trace);
-        let wall0_us = trace
-            .manifest
-            .as_ref()
-            .map_or(0, |m| (m.start_wall_ns / 1000) as i64);
-        let by_frame = caused(p, &tc, wall0_us);
-        let recompiled: BTreeSet<CompileId> =
-            p.guard_failures.iter().filter_map(|g| g.id).collect();
-        for (id, f) in &p.frames {
-            let (compiles, t_ms) = by_frame.get(id).cloned().unwrap_or_default();
-            let why = if recompiled.contains(id) {
-                "guard_failure"
-            } else if id.compile > 0 {
-                // A recompile whose reasons the log does not have (cut, or another cause).
-                "recompile"
-            } else if f.function.starts_with("torch_dynamo_resume_in_") {
-                "graph_break_resume"
-            } else {
-                "first"
-            };
-            let failed = match (&f.fail_type, &f.fail_reason) {
-                (Some(t), Some(r)) => format!("{t}: {r}"),
-                (Some(t), None) => t.clone(),
-                (None, Some(r)) => r.clone(),
-                (None, None) => String::new(),
-            };
-            let (function, file, first_line) = f.code();
-            dynamo.frame_compiles.push(FrameCompileReport {
-                run,
-                compile_id: id.to_string(),
-                source: loc(&file, first_line, &function),
-                function,
-                called_at: f
-                    .called_at()
-                    .and_then(|c| loc(&c.file, c.line, &c.function)),
-                why: why.into(),
-                t_ms,
-                dur_ms: f.duration_s.map(|d| d * 1e3),
-                failed,
-                compiles,
-            });
-        }
-
-        // Graph breaks, grouped by line and reason.
-        let mut breaks: BTreeMap<(String, u32, String), GraphBreakReport> = BTreeMap::new();
-        for gb in &p.graph_breaks {
-            let g = breaks
-                .entry((gb.file.clone(), gb.line, gb.reason.clone()))
-                .or_insert_with(|| GraphBreakReport {
-                    run,
-                    source: loc(&gb.file, gb.line, ""),
-                    reason: gb.reason.clone(),
-                    hint: gb.hint.clone(),
-                    count: 0,
-                    compile_ids: Vec::new(),
-                    compiles: Vec::new(),
-                });
-            g.count += 1;
-            let Some(id) = gb.id else { continue };
-            g.compile_ids.push(id.to_string());
-            let mut ids = vec![id];
-            // The resume function's first compile after this break is the break's, too; its
-            // later compiles are recompiles with reasons of their own.
-            ids.extend(
-                p.frames
-                    .iter()
-                    .filter(|(rid, f)| rid.compile == 0 && resumes_break_at(f, &gb.file, gb.line))
-                    .map(|(rid, _)| *rid),
-            );
-            for i in ids {
-                for c in by_frame.get(&i).map(|v| v.0.as_slice()).unwrap_or_default() {
-                    if !g.compiles.iter().any(|x| x.event == c.event) {
-                        g.compiles.push(c.clone());
-                    }
-                }
-            }
-        }
-
-        // Guard failures, grouped by the failed guard's line (the newest cached compile's).
-        let mut guards: BTreeMap<(String, u32, String), GuardFailureReport> = BTreeMap::new();
-        for gf in &p.guard_failures {
-            let frame = gf.id.and_then(|id| p.frames.get(&id));
-            let function = frame.map(|f| f.function.clone()).unwrap_or_default();
-            let newest = gf.guards.first();
-            let mut source = newest.and_then(|g| loc(&g.file, g.line, ""));
-            if source.is_none() {
-                // No guard source (e.g. a tensor's size): where the function is called from.
-                source = frame
-                    .and_then(|f| f.called_at())
-                    .and_then(|c| loc(&c.file, c.line, &c.function));
-            }
-            let key = source
-                .as_ref()
-                .map_or((String::new(), 0), |s| (s.file.clone(), s.line));
-            let g = guards
-                .entry((key.0, key.1, function.clone()))
-                .or_insert_with(|| GuardFailureReport {
-                    run,
-                    source,
-                    function,
-                    guards: Vec::new(),
-                    count: 0,
-                    compile_ids: Vec::new(),
-                    compiles: Vec::new(),
-                });
-            g.count += 1;
-            if let Some(n) = newest
-                && !g.guards.contains(&n.guard)
-                && g.guards.len() < MAX_GUARDS
-            {
-                g.guards.push(n.guard.clone());
-            }
-            if let Some(id) = gf.id {
-                g.compile_ids.push(id.to_string());
-                g.compiles
-                    .extend(by_frame.get(&id).map(|v| v.0.clone()).unwrap_or_default());
-            }
-        }
-        dynamo.graph_breaks.extend(breaks.into_values());
-        dynamo.guard_failures.extend(guards.into_values());
+        add_trace_logs(&mut dynamo, run, input.trace, l);
     }
 
+    let mut findings: Vec<Finding> = Vec::new();
     for g in &dynamo.graph_breaks {
         findings.push(graph_break_finding(g));
     }
@@ -428,6 +273,190 @@ pub fn attach(report: &mut Report, inputs: &[Input<'_>], logs: &[TorchLogs]) {
     }
     report.findings.extend(findings);
     report.dynamo = Some(dynamo);
+}
+
+/// Adds to `dynamo` what the logs of one trace (run `run`) say about its process.
+fn add_trace_logs(dynamo: &mut DynamoReport, run: usize, trace: &Trace, l: &TorchLogs) {
+    let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
+    let parsed = parse(l.files.iter().map(|(_, t)| t.as_str()));
+    let mut info = LogsInfo {
+        run,
+        dir: l.dir.clone(),
+        files: l.files.len(),
+        skipped_lines: parsed.skipped_lines,
+        other_pids: parsed
+            .processes
+            .keys()
+            .copied()
+            .filter(|p| *p != pid)
+            .collect(),
+        note: l.note.clone().unwrap_or_default(),
+        ..LogsInfo::default()
+    };
+    let Some(p) = parsed.processes.get(&pid) else {
+        if info.note.is_empty() {
+            info.note = if parsed.processes.is_empty() {
+                "no dynamo entries (nothing was torch.compiled?)".into()
+            } else {
+                format!("no entries of this trace's process (pid {pid})")
+            };
+        }
+        dynamo.logs.push(info);
+        return;
+    };
+    info.entries = p.entries;
+    info.rank = p.rank;
+    info.torch_version = p.torch_version.clone();
+    info.utc_offset_min = p.utc_offset_s.map(|s| s / 60);
+    dynamo.logs.push(info);
+
+    let tc = trace_compiles(trace);
+    let wall0_us = trace
+        .manifest
+        .as_ref()
+        .map_or(0, |m| (m.start_wall_ns / 1000) as i64);
+    let by_frame = caused(p, &tc, wall0_us);
+    dynamo
+        .frame_compiles
+        .extend(frame_compile_reports(run, p, &by_frame));
+    dynamo
+        .graph_breaks
+        .extend(graph_break_reports(run, p, &by_frame));
+    dynamo
+        .guard_failures
+        .extend(guard_failure_reports(run, p, &by_frame));
+}
+
+/// One row per frame compile of the process, with why it compiled and what it caused.
+fn frame_compile_reports(
+    run: usize,
+    p: &ProcessLog,
+    by_frame: &CausedBy,
+) -> Vec<FrameCompileReport> {
+    let recompiled: BTreeSet<CompileId> = p.guard_failures.iter().filter_map(|g| g.id).collect();
+    let mut out = Vec::new();
+    for (id, f) in &p.frames {
+        let (compiles, t_ms) = by_frame.get(id).cloned().unwrap_or_default();
+        let why = if recompiled.contains(id) {
+            "guard_failure"
+        } else if id.compile > 0 {
+            // A recompile whose reasons the log does not have (cut, or another cause).
+            "recompile"
+        } else if f.function.starts_with("torch_dynamo_resume_in_") {
+            "graph_break_resume"
+        } else {
+            "first"
+        };
+        let failed = match (&f.fail_type, &f.fail_reason) {
+            (Some(t), Some(r)) => format!("{t}: {r}"),
+            (Some(t), None) => t.clone(),
+            (None, Some(r)) => r.clone(),
+            (None, None) => String::new(),
+        };
+        let (function, file, first_line) = f.code();
+        out.push(FrameCompileReport {
+            run,
+            compile_id: id.to_string(),
+            source: loc(&file, first_line, &function),
+            function,
+            called_at: f
+                .called_at()
+                .and_then(|c| loc(&c.file, c.line, &c.function)),
+            why: why.into(),
+            t_ms,
+            dur_ms: f.duration_s.map(|d| d * 1e3),
+            failed,
+            compiles,
+        });
+    }
+    out
+}
+
+/// The process's graph breaks, grouped by line and reason.
+fn graph_break_reports(run: usize, p: &ProcessLog, by_frame: &CausedBy) -> Vec<GraphBreakReport> {
+    let mut breaks: BTreeMap<(String, u32, String), GraphBreakReport> = BTreeMap::new();
+    for gb in &p.graph_breaks {
+        let g = breaks
+            .entry((gb.file.clone(), gb.line, gb.reason.clone()))
+            .or_insert_with(|| GraphBreakReport {
+                run,
+                source: loc(&gb.file, gb.line, ""),
+                reason: gb.reason.clone(),
+                hint: gb.hint.clone(),
+                count: 0,
+                compile_ids: Vec::new(),
+                compiles: Vec::new(),
+            });
+        g.count += 1;
+        let Some(id) = gb.id else { continue };
+        g.compile_ids.push(id.to_string());
+        let mut ids = vec![id];
+        // The resume function's first compile after this break is the break's, too; its
+        // later compiles are recompiles with reasons of their own.
+        ids.extend(
+            p.frames
+                .iter()
+                .filter(|(rid, f)| rid.compile == 0 && resumes_break_at(f, &gb.file, gb.line))
+                .map(|(rid, _)| *rid),
+        );
+        for i in ids {
+            for c in by_frame.get(&i).map(|v| v.0.as_slice()).unwrap_or_default() {
+                if !g.compiles.iter().any(|x| x.event == c.event) {
+                    g.compiles.push(c.clone());
+                }
+            }
+        }
+    }
+    breaks.into_values().collect()
+}
+
+/// The process's guard failures, grouped by the failed guard's line (the newest cached
+/// compile's).
+fn guard_failure_reports(
+    run: usize,
+    p: &ProcessLog,
+    by_frame: &CausedBy,
+) -> Vec<GuardFailureReport> {
+    let mut guards: BTreeMap<(String, u32, String), GuardFailureReport> = BTreeMap::new();
+    for gf in &p.guard_failures {
+        let frame = gf.id.and_then(|id| p.frames.get(&id));
+        let function = frame.map(|f| f.function.clone()).unwrap_or_default();
+        let newest = gf.guards.first();
+        let mut source = newest.and_then(|g| loc(&g.file, g.line, ""));
+        if source.is_none() {
+            // No guard source (e.g. a tensor's size): where the function is called from.
+            source = frame
+                .and_then(|f| f.called_at())
+                .and_then(|c| loc(&c.file, c.line, &c.function));
+        }
+        let key = source
+            .as_ref()
+            .map_or((String::new(), 0), |s| (s.file.clone(), s.line));
+        let g = guards
+            .entry((key.0, key.1, function.clone()))
+            .or_insert_with(|| GuardFailureReport {
+                run,
+                source,
+                function,
+                guards: Vec::new(),
+                count: 0,
+                compile_ids: Vec::new(),
+                compiles: Vec::new(),
+            });
+        g.count += 1;
+        if let Some(n) = newest
+            && !g.guards.contains(&n.guard)
+            && g.guards.len() < MAX_GUARDS
+        {
+            g.guards.push(n.guard.clone());
+        }
+        if let Some(id) = gf.id {
+            g.compile_ids.push(id.to_string());
+            g.compiles
+                .extend(by_frame.get(&id).map(|v| v.0.clone()).unwrap_or_default());
+        }
+    }
+    guards.into_values().collect()
 }
 
 /// Distinct graph names of compiles, in order, with their counts: `a 2×, b`.
