@@ -509,116 +509,173 @@ fn parse_reason(text: &str) -> FailedGuard {
     }
 }
 
+/// What the first pass over the entries collects for the later ones.
+#[derive(Default)]
+struct Collected {
+    /// Per pid: interned file names.
+    strings: BTreeMap<u32, BTreeMap<u64, String>>,
+    /// Per pid: (header stamp, Unix µs) pairs for the clock.
+    calib: BTreeMap<u32, Vec<(Stamp, i64)>>,
+    /// Every entry's pid, compile id, stamp and exact Unix µs (when it has one).
+    stamped: Vec<(u32, Option<CompileId>, Stamp, Option<i64>)>,
+    /// Events read once the clock and every file name are known.
+    pending: Vec<(u32, Stamp, PendingEvent)>,
+}
+
 /// Parses log files (any number, any pids). Never fails: what cannot be read is counted.
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn parse<'a>(texts: impl IntoIterator<Item = &'a str>) -> Parsed {
     let mut parsed = Parsed::default();
-    // Per pid: interned file names, and (header stamp, Unix µs) pairs for the clock.
-    let mut strings: BTreeMap<u32, BTreeMap<u64, String>> = BTreeMap::new();
-    let mut calib: BTreeMap<u32, Vec<(Stamp, i64)>> = BTreeMap::new();
-    let mut stamped: Vec<(u32, Option<CompileId>, Stamp, Option<i64>)> = Vec::new();
-    let mut pending: Vec<(u32, Stamp, PendingEvent)> = Vec::new();
+    let mut seen = Collected::default();
     for text in texts {
         let (es, skipped) = entries(text);
         parsed.skipped_lines += skipped;
-        for e in es {
-            let p = parsed.processes.entry(e.pid).or_insert_with(|| ProcessLog {
-                pid: e.pid,
-                ..ProcessLog::default()
-            });
-            p.entries += 1;
-            if let Some(r) = as_u32(e.meta.get("rank")) {
-                p.rank = Some(r);
-            }
-            let id = compile_id_of(&e.meta);
-            let mut exact_us = None;
-            if let Some(Value::Array(s)) = e.meta.get("str")
-                && let (Some(name), Some(idx)) = (
-                    s.first().and_then(Value::as_str),
-                    s.get(1).and_then(Value::as_u64),
-                )
-            {
-                strings
-                    .entry(e.pid)
-                    .or_default()
-                    .insert(idx, name.to_string());
-            } else if e.meta.contains_key("chromium_event") {
-                let ts = e
-                    .payload
-                    .as_deref()
-                    .and_then(|p| serde_json::from_str::<Value>(p).ok())
-                    .and_then(|v| v.get("ts").and_then(Value::as_f64))
-                    .and_then(plausible_us);
-                if let Some(ts) = ts {
-                    exact_us = Some(ts);
-                    calib.entry(e.pid).or_default().push((e.stamp, ts));
-                }
-            } else if let Some(start) = e.meta.get("dynamo_start") {
-                let stack = start
-                    .get("stack")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                pending.push((e.pid, e.stamp, PendingEvent::Start(id, stack)));
-            } else if let Some(m) = e.meta.get("compilation_metrics") {
-                let id = m
-                    .get("compile_id")
-                    .and_then(Value::as_str)
-                    .and_then(CompileId::parse)
-                    .or(id);
-                if let Some(id) = id {
-                    let f = p.frames.entry(id).or_default();
-                    f.id = Some(id);
-                    f.function = string_field(m, "co_name").unwrap_or_default();
-                    f.file = string_field(m, "co_filename").unwrap_or_default();
-                    f.first_line = as_u32(m.get("co_firstlineno")).unwrap_or(0);
-                    f.start_s = m.get("start_time").and_then(Value::as_f64);
-                    f.duration_s = m.get("entire_frame_compile_time_s").and_then(Value::as_f64);
-                    f.fail_type = string_field(m, "fail_type");
-                    f.fail_reason = string_field(m, "fail_reason");
-                    f.restart_reasons = m
-                        .get("restart_reasons")
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|v| v.as_str().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                }
-            } else if let Some(a) = e.meta.get("artifact") {
-                let payload = e.payload.clone().unwrap_or_default();
-                match a.get("name").and_then(Value::as_str) {
-                    Some("dynamo_graph_break_reason") => {
-                        pending.push((e.pid, e.stamp, PendingEvent::Break(id, payload)));
-                    }
-                    Some("recompile_reasons") => {
-                        pending.push((e.pid, e.stamp, PendingEvent::Guards(id, payload)));
-                    }
-                    Some("torch_version") => {
-                        if let Some(v) = serde_json::from_str::<Value>(&payload)
-                            .ok()
-                            .and_then(|v| string_field(&v, "pytorch_version"))
-                        {
-                            p.torch_version = v;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            stamped.push((e.pid, id, e.stamp, exact_us));
+        for e in &es {
+            read_entry(&mut parsed.processes, &mut seen, e);
         }
     }
     for (pid, p) in parsed.processes.iter_mut() {
-        p.utc_offset_s = calib.get(pid).and_then(|c| utc_offset(c));
+        p.utc_offset_s = seen.calib.get(pid).and_then(|c| utc_offset(c));
     }
-    // Span of every compile id, from its entries' times.
-    for (pid, id, stamp, exact) in &stamped {
-        let Some(p) = parsed.processes.get_mut(pid) else {
+    set_spans(&mut parsed.processes, &seen);
+    let known = known_paths(&parsed.processes, &seen.strings);
+    let Collected {
+        strings,
+        calib,
+        pending,
+        ..
+    } = seen;
+    for (pid, stamp, ev) in pending {
+        let Some(p) = parsed.processes.get_mut(&pid) else {
+            continue;
+        };
+        let unix_us = p.utc_offset_s.and_then(|off| {
+            let near = calib.get(&pid).and_then(|c| c.first()).map(|c| c.1)?;
+            stamp.unix_us(off, near)
+        });
+        match ev {
+            PendingEvent::Start(id, entries) => set_stack(p, id, &entries, strings.get(&pid)),
+            PendingEvent::Break(id, payload) => add_graph_break(p, id, &payload, unix_us),
+            PendingEvent::Guards(id, payload) => {
+                add_guard_failure(p, id, &payload, unix_us, known.get(&pid));
+            }
+        }
+    }
+    parsed
+}
+
+/// Reads one entry into its process, or into `seen` what needs a later pass.
+fn read_entry(processes: &mut BTreeMap<u32, ProcessLog>, seen: &mut Collected, e: &Entry) {
+    let p = processes.entry(e.pid).or_insert_with(|| ProcessLog {
+        pid: e.pid,
+        ..ProcessLog::default()
+    });
+    p.entries += 1;
+    if let Some(r) = as_u32(e.meta.get("rank")) {
+        p.rank = Some(r);
+    }
+    let id = compile_id_of(&e.meta);
+    let mut exact_us = None;
+    if let Some(Value::Array(s)) = e.meta.get("str")
+        && let (Some(name), Some(idx)) = (
+            s.first().and_then(Value::as_str),
+            s.get(1).and_then(Value::as_u64),
+        )
+    {
+        seen.strings
+            .entry(e.pid)
+            .or_default()
+            .insert(idx, name.to_string());
+    } else if e.meta.contains_key("chromium_event") {
+        let ts = e
+            .payload
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .and_then(|v| v.get("ts").and_then(Value::as_f64))
+            .and_then(plausible_us);
+        if let Some(ts) = ts {
+            exact_us = Some(ts);
+            seen.calib.entry(e.pid).or_default().push((e.stamp, ts));
+        }
+    } else if let Some(start) = e.meta.get("dynamo_start") {
+        let stack = start
+            .get("stack")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        seen.pending
+            .push((e.pid, e.stamp, PendingEvent::Start(id, stack)));
+    } else if let Some(m) = e.meta.get("compilation_metrics") {
+        read_compilation_metrics(p, id, m);
+    } else if let Some(a) = e.meta.get("artifact") {
+        read_artifact(p, &mut seen.pending, e, id, a);
+    }
+    seen.stamped.push((e.pid, id, e.stamp, exact_us));
+}
+
+/// A `compilation_metrics` entry: what its frame compile was, how long it took, how it failed.
+fn read_compilation_metrics(p: &mut ProcessLog, id: Option<CompileId>, m: &Value) {
+    let id = m
+        .get("compile_id")
+        .and_then(Value::as_str)
+        .and_then(CompileId::parse)
+        .or(id);
+    let Some(id) = id else { return };
+    let f = p.frames.entry(id).or_default();
+    f.id = Some(id);
+    f.function = string_field(m, "co_name").unwrap_or_default();
+    f.file = string_field(m, "co_filename").unwrap_or_default();
+    f.first_line = as_u32(m.get("co_firstlineno")).unwrap_or(0);
+    f.start_s = m.get("start_time").and_then(Value::as_f64);
+    f.duration_s = m.get("entire_frame_compile_time_s").and_then(Value::as_f64);
+    f.fail_type = string_field(m, "fail_type");
+    f.fail_reason = string_field(m, "fail_reason");
+    f.restart_reasons = m
+        .get("restart_reasons")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+}
+
+/// An `artifact` entry: a graph break or recompile reasons (read later), or torch's version.
+fn read_artifact(
+    p: &mut ProcessLog,
+    pending: &mut Vec<(u32, Stamp, PendingEvent)>,
+    e: &Entry,
+    id: Option<CompileId>,
+    a: &Value,
+) {
+    let payload = e.payload.clone().unwrap_or_default();
+    match a.get("name").and_then(Value::as_str) {
+        Some("dynamo_graph_break_reason") => {
+            pending.push((e.pid, e.stamp, PendingEvent::Break(id, payload)));
+        }
+        Some("recompile_reasons") => {
+            pending.push((e.pid, e.stamp, PendingEvent::Guards(id, payload)));
+        }
+        Some("torch_version") => {
+            if let Some(v) = serde_json::from_str::<Value>(&payload)
+                .ok()
+                .and_then(|v| string_field(&v, "pytorch_version"))
+            {
+                p.torch_version = v;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The span of every compile id, from its entries' times.
+fn set_spans(processes: &mut BTreeMap<u32, ProcessLog>, seen: &Collected) {
+    for (pid, id, stamp, exact) in &seen.stamped {
+        let Some(p) = processes.get_mut(pid) else {
             continue;
         };
         let Some(id) = id else { continue };
-        let reference = calib.get(pid).and_then(|c| c.first()).map(|c| c.1);
+        let reference = seen.calib.get(pid).and_then(|c| c.first()).map(|c| c.1);
         let us = exact.or_else(|| {
             let off = p.utc_offset_s?;
             stamp.unix_us(off, reference?)
@@ -629,89 +686,98 @@ pub fn parse<'a>(texts: impl IntoIterator<Item = &'a str>) -> Parsed {
         f.first_us = Some(f.first_us.map_or(us, |a| a.min(us)));
         f.last_us = Some(f.last_us.map_or(us, |a| a.max(us)));
     }
-    // Full paths this log knows, to resolve the guards' shortened ones.
+}
+
+/// Per pid, the full paths this log knows, to resolve the guards' shortened ones.
+fn known_paths(
+    processes: &BTreeMap<u32, ProcessLog>,
+    strings: &BTreeMap<u32, BTreeMap<u64, String>>,
+) -> BTreeMap<u32, BTreeSet<String>> {
     let mut known: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
-    for (pid, s) in &strings {
+    for (pid, s) in strings {
         known.entry(*pid).or_default().extend(s.values().cloned());
     }
-    for p in parsed.processes.values() {
+    for p in processes.values() {
         let k = known.entry(p.pid).or_default();
         k.extend(p.frames.values().map(|f| f.file.clone()));
     }
-    for (pid, stamp, ev) in pending {
-        let Some(p) = parsed.processes.get_mut(&pid) else {
-            continue;
-        };
-        let unix_us = p.utc_offset_s.and_then(|off| {
-            let near = calib.get(&pid).and_then(|c| c.first()).map(|c| c.1)?;
-            stamp.unix_us(off, near)
-        });
-        match ev {
-            PendingEvent::Start(id, entries) => {
-                let names = strings.get(&pid);
-                let stack = entries
-                    .iter()
-                    .filter_map(|f| {
-                        let file = match f.get("filename") {
-                            Some(Value::String(s)) => s.clone(),
-                            Some(v) => names
-                                .and_then(|n| n.get(&v.as_u64()?))
-                                .cloned()
-                                .unwrap_or_default(),
-                            None => String::new(),
-                        };
-                        Some(DynamoStackEntry {
-                            file,
-                            line: as_u32(f.get("line"))?,
-                            function: string_field(f, "name").unwrap_or_default(),
-                        })
-                    })
-                    .collect();
-                if let Some(id) = id {
-                    let f = p.frames.entry(id).or_default();
-                    f.id = Some(id);
-                    f.stack = stack;
-                }
-            }
-            PendingEvent::Break(id, payload) => {
-                let (at, reason, hint) = parse_graph_break(&payload);
-                let (file, line) = at.unwrap_or_default();
-                let gb = GraphBreak {
-                    id,
-                    file,
-                    line,
-                    reason,
-                    hint,
-                    unix_us,
-                };
-                // torch may log the same break from two places of one compile.
-                if !p
-                    .graph_breaks
-                    .iter()
-                    .any(|g| g.id == gb.id && g.file == gb.file && g.line == gb.line)
-                {
-                    p.graph_breaks.push(gb);
-                }
-            }
-            PendingEvent::Guards(id, payload) => {
-                let paths = known.get(&pid);
-                let guards = recompile_reason_texts(&payload)
-                    .iter()
-                    .map(|t| {
-                        let mut g = parse_reason(t);
-                        g.file = resolve_path(&g.file, paths);
-                        g
-                    })
-                    .collect();
-                p.guard_failures.push(GuardFailure {
-                    id,
-                    guards,
-                    unix_us,
-                });
-            }
-        }
+    known
+}
+
+/// A `dynamo_start` entry's stack, file names resolved through the interned `names`.
+fn set_stack(
+    p: &mut ProcessLog,
+    id: Option<CompileId>,
+    entries: &[Value],
+    names: Option<&BTreeMap<u64, String>>,
+) {
+    let stack = entries
+        .iter()
+        .filter_map(|f| {
+            let file = match f.get("filename") {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => names
+                    .and_then(|n| n.get(&v.as_u64()?))
+                    .cloned()
+                    .unwrap_or_default(),
+                None => String::new(),
+            };
+            Some(DynamoStackEntry {
+                file,
+                line: as_u32(f.get("line"))?,
+                function: string_field(f, "name").unwrap_or_default(),
+            })
+        })
+        .collect();
+    if let Some(id) = id {
+        let f = p.frames.entry(id).or_default();
+        f.id = Some(id);
+        f.stack = stack;
     }
-    parsed
+}
+
+fn add_graph_break(p: &mut ProcessLog, id: Option<CompileId>, payload: &str, unix_us: Option<i64>) {
+    let (at, reason, hint) = parse_graph_break(payload);
+    let (file, line) = at.unwrap_or_default();
+    let gb = GraphBreak {
+        id,
+        file,
+        line,
+        reason,
+        hint,
+        unix_us,
+    };
+    // torch may log the same break from two places of one compile.
+    if !p
+        .graph_breaks
+        .iter()
+        .any(|g| g.id == gb.id && g.file == gb.file && g.line == gb.line)
+    {
+        p.graph_breaks.push(gb);
+    }
+}
+
+/// Recompile reasons: the failed guards, their shortened paths resolved against `paths`.
+fn add_guard_failure(
+    p: &mut ProcessLog,
+    id: Option<CompileId>,
+    payload: &str,
+    unix_us: Option<i64>,
+    paths: Option<&BTreeSet<String>>,
+) {
+    let guards = recompile_reason_texts(payload)
+        .iter()
+        .map(|t| {
+            let mut g = parse_reason(t);
+            g.file = resolve_path(&g.file, paths);
+            g
+        })
+        .collect();
+    p.guard_failures.push(GuardFailure {
+        id,
+        guards,
+        unix_us,
+    });
 }
 
 enum PendingEvent {
