@@ -199,13 +199,40 @@ fn quoted(text: &str) -> String {
     s
 }
 
-#[expect(clippy::too_many_lines, reason = "TODO split")]
+/// The instruction's attributes (`, key=value` each), always in this order.
 fn attributes(
     i: &HloInstructionProto,
     a: &mut Attrs<'_>,
     names: &HashMap<i64, &str>,
     comps: &HashMap<i64, &str>,
 ) {
+    let op = i.opcode.as_str();
+    slicing_attributes(i, a);
+    convolution_attributes(i, a);
+    dimension_number_attributes(i, a);
+    if !i.comparison_direction.is_empty() {
+        a.add("direction", &i.comparison_direction);
+    }
+    if !i.comparison_type.is_empty() {
+        a.add("type", &i.comparison_type);
+    }
+    if op == "fusion" && !i.fusion_kind.is_empty() {
+        a.add("kind", &i.fusion_kind);
+    }
+    called_computations(i, a, comps);
+    if !i.custom_call_target.is_empty() {
+        a.add("custom_call_target", quoted(&i.custom_call_target));
+    }
+    if i.custom_call_has_side_effect {
+        a.add("custom_call_has_side_effect", true);
+    }
+    collective_attributes(i, a);
+    op_attributes(i, a);
+    annotation_attributes(i, a, names);
+}
+
+/// Tuple index, dimensions, slices and padding.
+fn slicing_attributes(i: &HloInstructionProto, a: &mut Attrs<'_>) {
     let op = i.opcode.as_str();
     if op == "get-tuple-element" {
         a.add("index", i.tuple_index);
@@ -251,6 +278,10 @@ fn attributes(
             .collect();
         a.add("padding", dims.join("x"));
     }
+}
+
+/// Window and convolution fields.
+fn convolution_attributes(i: &HloInstructionProto, a: &mut Attrs<'_>) {
     if let Some(w) = &i.window
         && !w.dimensions.is_empty()
     {
@@ -265,6 +296,10 @@ fn attributes(
     if i.batch_group_count > 1 {
         a.add("batch_group_count", i.batch_group_count);
     }
+}
+
+/// Dot, gather and scatter dimension numbers, and their index flags.
+fn dimension_number_attributes(i: &HloInstructionProto, a: &mut Attrs<'_>) {
     if let Some(d) = &i.dot_dimension_numbers {
         if !d.lhs_batch_dimensions.is_empty() {
             a.add_list("lhs_batch_dims", &d.lhs_batch_dimensions);
@@ -313,22 +348,10 @@ fn attributes(
     if i.unique_indices {
         a.add("unique_indices", true);
     }
-    if !i.comparison_direction.is_empty() {
-        a.add("direction", &i.comparison_direction);
-    }
-    if !i.comparison_type.is_empty() {
-        a.add("type", &i.comparison_type);
-    }
-    if op == "fusion" && !i.fusion_kind.is_empty() {
-        a.add("kind", &i.fusion_kind);
-    }
-    called_computations(i, a, comps);
-    if !i.custom_call_target.is_empty() {
-        a.add("custom_call_target", quoted(&i.custom_call_target));
-    }
-    if i.custom_call_has_side_effect {
-        a.add("custom_call_has_side_effect", true);
-    }
+}
+
+/// Channels, replica groups and source-target pairs of collectives.
+fn collective_attributes(i: &HloInstructionProto, a: &mut Attrs<'_>) {
     if i.channel_id != 0 {
         a.add("channel_id", i.channel_id);
     }
@@ -354,6 +377,11 @@ fn attributes(
             .collect();
         a.add("source_target_pairs", format!("{{{}}}", pairs.join(",")));
     }
+}
+
+/// Fields that belong to one opcode (or a few).
+fn op_attributes(i: &HloInstructionProto, a: &mut Attrs<'_>) {
+    let op = i.opcode.as_str();
     if op == "reduce-precision" {
         a.add("exponent_bits", i.exponent_bits);
         a.add("mantissa_bits", i.mantissa_bits);
@@ -372,6 +400,10 @@ fn attributes(
         a.add("k", i.k);
         a.add("largest", i.largest);
     }
+}
+
+/// Sharding, control predecessors, frontend attributes, backend config and metadata.
+fn annotation_attributes(i: &HloInstructionProto, a: &mut Attrs<'_>, names: &HashMap<i64, &str>) {
     if let Some(sh) = &i.sharding {
         a.add("sharding", sharding_text(sh));
     }
