@@ -143,101 +143,204 @@ fn with(mut base: Labels, extra: &[(&'static str, String)]) -> Labels {
 
 /// Every family, in a fixed order, for the processes seen so far. `host` labels the series that
 /// belong to the endpoint rather than to one process.
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn families(host: &str, procs: &[ProcState<'_>]) -> Vec<Family> {
-    use Kind::{Counter, Gauge};
+    let mut out = process_families(host, procs);
+    out.extend(compile_families(procs));
+    out.extend(sync_step_cache_families(procs));
+    out.extend(hbm_families(procs));
+    out.extend(health_families(procs));
+    out
+}
+
+/// A family with one sample per process, labelled with the process alone.
+fn per_process(
+    procs: &[ProcState<'_>],
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    value: impl Fn(&ProcState<'_>) -> f64,
+) -> Family {
+    let mut f = Family::new(name, kind, help);
+    for p in procs {
+        f.add(p.metrics.labels(), value(p));
+    }
+    f
+}
+
+/// Which processes there are, who each is, whether it still streams and when it started.
+fn process_families(host: &str, procs: &[ProcState<'_>]) -> Vec<Family> {
+    use Kind::Gauge;
     let mut processes = Family::new(
         "tpuscope_processes",
         Gauge,
         "Instrumented processes of this `tpuscope run` whose live stream was read (running or ended).",
     );
     processes.add(vec![("host", host.to_string())], procs.len() as f64);
-
     let mut info = Family::new(
         "tpuscope_info",
         Gauge,
         "Always 1: who a process is (frontend, job, platform, collector version); join on host, process_index, pid.",
     );
-    let mut running = Family::new(
-        "tpuscope_process_running",
-        Gauge,
-        "1 while the process's live stream is open, 0 once it ended.",
-    );
-    let mut start = Family::new(
-        "tpuscope_process_start_time_seconds",
-        Gauge,
-        "Start of the process's recording, seconds since the Unix epoch.",
-    );
-    let mut compiles = Family::new(
-        "tpuscope_compiles_total",
-        Counter,
-        "PJRT compiles (failed ones included).",
-    );
-    let mut compile_failures = Family::new(
-        "tpuscope_compile_failures_total",
-        Counter,
-        "PJRT compiles that returned an error.",
-    );
-    let mut compile_seconds = Family::new(
-        "tpuscope_compile_seconds_total",
-        Counter,
-        "Wall time spent in PJRT compiles.",
-    );
-    let mut graph_families = Family::new(
-        "tpuscope_graph_families",
-        Gauge,
-        "Graph families: distinct graphs compiled, constants and sizes abstracted.",
-    );
+    for p in procs {
+        let m = p.metrics;
+        info.add(
+            with(
+                m.labels(),
+                &[
+                    ("frontend", m.frontend.clone()),
+                    ("job_id", m.job_id.clone()),
+                    ("platform", m.platform.clone()),
+                    ("collector_version", m.collector_version.clone()),
+                ],
+            ),
+            1.0,
+        );
+    }
+    vec![
+        processes,
+        info,
+        per_process(
+            procs,
+            "tpuscope_process_running",
+            Gauge,
+            "1 while the process's live stream is open, 0 once it ended.",
+            |p| if p.running { 1.0 } else { 0.0 },
+        ),
+        per_process(
+            procs,
+            "tpuscope_process_start_time_seconds",
+            Gauge,
+            "Start of the process's recording, seconds since the Unix epoch.",
+            |p| p.metrics.start_seconds,
+        ),
+    ]
+}
+
+/// Compiles, graph families and recompiles.
+fn compile_families(procs: &[ProcState<'_>]) -> Vec<Family> {
+    use Kind::{Counter, Gauge};
     let mut recompiles = Family::new(
         "tpuscope_recompiles_total",
         Counter,
         "Compiles of a graph family after its first, by family (executable name) and cause against the nearest earlier sibling (constant_changed, shape_changed, dtype_changed, structure_changed, options_changed, identical_program, unknown); warm-up recompiles included.",
     );
-    let mut after_warmup = Family::new(
-        "tpuscope_recompiles_after_warmup",
-        Gauge,
-        "Recompiles the report counts as findings (after the first two steps). A gauge: it can fall when step detection changes its mind as the run goes on.",
-    );
-    let mut syncs = Family::new(
-        "tpuscope_host_syncs_total",
-        Counter,
-        "Host syncs: blocking device-to-host reads and waits on device results.",
-    );
-    let mut sync_bytes = Family::new(
-        "tpuscope_host_sync_bytes_total",
-        Counter,
-        "Bytes read back to the host by host syncs.",
-    );
-    let mut sync_stall = Family::new(
-        "tpuscope_sync_stall_seconds_total",
-        Counter,
-        "Time the host stood blocked in host syncs.",
-    );
-    let mut steps = Family::new(
-        "tpuscope_steps_total",
-        Counter,
-        "Training or serving steps (agent markers, else launches of the dominant executable).",
-    );
-    let mut cache_hits = Family::new(
-        "tpuscope_cache_hits_total",
-        Counter,
-        "Executables loaded from the persistent compilation cache.",
-    );
-    let mut cache_misses = Family::new(
-        "tpuscope_cache_misses_total",
-        Counter,
-        "Compiles of a program (with the same options) already compiled earlier: hits that should have been.",
-    );
-    let mut cache_stores = Family::new(
-        "tpuscope_cache_stores_total",
-        Counter,
-        "Executables stored into the persistent compilation cache.",
-    );
-    let mut cache_load_failures = Family::new(
-        "tpuscope_cache_load_failures_total",
-        Counter,
-        "Persistent-cache loads that failed.",
-    );
+    for p in procs {
+        for ((family, cause), n) in &p.metrics.recompiles {
+            recompiles.add(
+                with(
+                    p.metrics.labels(),
+                    &[("family", family.clone()), ("cause", cause.clone())],
+                ),
+                *n as f64,
+            );
+        }
+    }
+    vec![
+        per_process(
+            procs,
+            "tpuscope_compiles_total",
+            Counter,
+            "PJRT compiles (failed ones included).",
+            |p| p.metrics.compiles as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_compile_failures_total",
+            Counter,
+            "PJRT compiles that returned an error.",
+            |p| p.metrics.compile_failures as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_compile_seconds_total",
+            Counter,
+            "Wall time spent in PJRT compiles.",
+            |p| p.metrics.compile_seconds,
+        ),
+        per_process(
+            procs,
+            "tpuscope_graph_families",
+            Gauge,
+            "Graph families: distinct graphs compiled, constants and sizes abstracted.",
+            |p| p.metrics.families as f64,
+        ),
+        recompiles,
+        per_process(
+            procs,
+            "tpuscope_recompiles_after_warmup",
+            Gauge,
+            "Recompiles the report counts as findings (after the first two steps). A gauge: it can fall when step detection changes its mind as the run goes on.",
+            |p| p.metrics.recompiles_after_warmup as f64,
+        ),
+    ]
+}
+
+/// Host syncs, steps and the persistent compilation cache.
+fn sync_step_cache_families(procs: &[ProcState<'_>]) -> Vec<Family> {
+    use Kind::Counter;
+    vec![
+        per_process(
+            procs,
+            "tpuscope_host_syncs_total",
+            Counter,
+            "Host syncs: blocking device-to-host reads and waits on device results.",
+            |p| p.metrics.syncs as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_host_sync_bytes_total",
+            Counter,
+            "Bytes read back to the host by host syncs.",
+            |p| p.metrics.sync_bytes as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_sync_stall_seconds_total",
+            Counter,
+            "Time the host stood blocked in host syncs.",
+            |p| p.metrics.sync_stall_seconds,
+        ),
+        per_process(
+            procs,
+            "tpuscope_steps_total",
+            Counter,
+            "Training or serving steps (agent markers, else launches of the dominant executable).",
+            |p| p.metrics.steps as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_cache_hits_total",
+            Counter,
+            "Executables loaded from the persistent compilation cache.",
+            |p| p.metrics.cache_hits as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_cache_misses_total",
+            Counter,
+            "Compiles of a program (with the same options) already compiled earlier: hits that should have been.",
+            |p| p.metrics.cache_misses as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_cache_stores_total",
+            Counter,
+            "Executables stored into the persistent compilation cache.",
+            |p| p.metrics.cache_stores as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_cache_load_failures_total",
+            Counter,
+            "Persistent-cache loads that failed.",
+            |p| p.metrics.cache_load_failures as f64,
+        ),
+    ]
+}
+
+/// Device memory by device: in use, peak and limit.
+fn hbm_families(procs: &[ProcState<'_>]) -> Vec<Family> {
+    use Kind::Gauge;
     let mut hbm = Family::new(
         "tpuscope_hbm_bytes_in_use",
         Gauge,
@@ -253,114 +356,65 @@ pub fn families(host: &str, procs: &[ProcState<'_>]) -> Vec<Family> {
         Gauge,
         "Device memory the allocator can use, by device (when the plugin reports it).",
     );
-    let mut findings = Family::new(
-        "tpuscope_findings",
-        Gauge,
-        "Findings of `tpuscope report` on the trace so far, by kind (recompile, setup_compile, sync, cache, oom, hbm, graph_break, guard_failure, host). A gauge: a finding can go as the run goes on.",
-    );
-    let mut dropped = Family::new(
-        "tpuscope_dropped_events_total",
-        Counter,
-        "Events the collector dropped because its queue was full (missing from the trace and these counts).",
-    );
-    let mut frames_lost = Family::new(
-        "tpuscope_live_frames_lost_total",
-        Counter,
-        "Trace frames this endpoint's live stream lost because it read slower than the workload wrote (the trace file has them).",
-    );
-    let mut errors = Family::new(
-        "tpuscope_pjrt_errors_total",
-        Counter,
-        "PJRT calls that returned an error.",
-    );
-    let mut records = Family::new(
-        "tpuscope_trace_records_total",
-        Counter,
-        "Event records received from the process's live stream.",
-    );
-
     for p in procs {
-        let m = p.metrics;
-        let base = m.labels();
-        info.add(
-            with(
-                base.clone(),
-                &[
-                    ("frontend", m.frontend.clone()),
-                    ("job_id", m.job_id.clone()),
-                    ("platform", m.platform.clone()),
-                    ("collector_version", m.collector_version.clone()),
-                ],
-            ),
-            1.0,
-        );
-        running.add(base.clone(), if p.running { 1.0 } else { 0.0 });
-        start.add(base.clone(), m.start_seconds);
-        compiles.add(base.clone(), m.compiles as f64);
-        compile_failures.add(base.clone(), m.compile_failures as f64);
-        compile_seconds.add(base.clone(), m.compile_seconds);
-        graph_families.add(base.clone(), m.families as f64);
-        for ((family, cause), n) in &m.recompiles {
-            recompiles.add(
-                with(
-                    base.clone(),
-                    &[("family", family.clone()), ("cause", cause.clone())],
-                ),
-                *n as f64,
-            );
-        }
-        after_warmup.add(base.clone(), m.recompiles_after_warmup as f64);
-        syncs.add(base.clone(), m.syncs as f64);
-        sync_bytes.add(base.clone(), m.sync_bytes as f64);
-        sync_stall.add(base.clone(), m.sync_stall_seconds);
-        steps.add(base.clone(), m.steps as f64);
-        cache_hits.add(base.clone(), m.cache_hits as f64);
-        cache_misses.add(base.clone(), m.cache_misses as f64);
-        cache_stores.add(base.clone(), m.cache_stores as f64);
-        cache_load_failures.add(base.clone(), m.cache_load_failures as f64);
-        for d in &m.hbm {
-            let labels = with(base.clone(), &[("device", d.device.to_string())]);
+        for d in &p.metrics.hbm {
+            let labels = with(p.metrics.labels(), &[("device", d.device.to_string())]);
             hbm.add(labels.clone(), d.in_use as f64);
             hbm_peak.add(labels.clone(), d.peak as f64);
             if let Some(limit) = d.limit {
                 hbm_limit.add(labels, limit as f64);
             }
         }
-        for (kind, n) in &m.findings {
-            findings.add(with(base.clone(), &[("kind", kind.to_string())]), *n as f64);
+    }
+    vec![hbm, hbm_peak, hbm_limit]
+}
+
+/// Findings, and what the collector, the live stream and PJRT lost or failed.
+fn health_families(procs: &[ProcState<'_>]) -> Vec<Family> {
+    use Kind::{Counter, Gauge};
+    let mut findings = Family::new(
+        "tpuscope_findings",
+        Gauge,
+        "Findings of `tpuscope report` on the trace so far, by kind (recompile, setup_compile, sync, cache, oom, hbm, graph_break, guard_failure, host). A gauge: a finding can go as the run goes on.",
+    );
+    for p in procs {
+        for (kind, n) in &p.metrics.findings {
+            findings.add(
+                with(p.metrics.labels(), &[("kind", kind.to_string())]),
+                *n as f64,
+            );
         }
-        dropped.add(base.clone(), m.dropped_events as f64);
-        frames_lost.add(base.clone(), m.frames_lost as f64);
-        errors.add(base.clone(), m.errors as f64);
-        records.add(base, m.records as f64);
     }
     vec![
-        processes,
-        info,
-        running,
-        start,
-        compiles,
-        compile_failures,
-        compile_seconds,
-        graph_families,
-        recompiles,
-        after_warmup,
-        syncs,
-        sync_bytes,
-        sync_stall,
-        steps,
-        cache_hits,
-        cache_misses,
-        cache_stores,
-        cache_load_failures,
-        hbm,
-        hbm_peak,
-        hbm_limit,
         findings,
-        dropped,
-        frames_lost,
-        errors,
-        records,
+        per_process(
+            procs,
+            "tpuscope_dropped_events_total",
+            Counter,
+            "Events the collector dropped because its queue was full (missing from the trace and these counts).",
+            |p| p.metrics.dropped_events as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_live_frames_lost_total",
+            Counter,
+            "Trace frames this endpoint's live stream lost because it read slower than the workload wrote (the trace file has them).",
+            |p| p.metrics.frames_lost as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_pjrt_errors_total",
+            Counter,
+            "PJRT calls that returned an error.",
+            |p| p.metrics.errors as f64,
+        ),
+        per_process(
+            procs,
+            "tpuscope_trace_records_total",
+            Counter,
+            "Event records received from the process's live stream.",
+            |p| p.metrics.records as f64,
+        ),
     ]
 }
 
