@@ -8,7 +8,7 @@ use eframe::egui::{
 };
 
 use crate::fmt;
-use crate::lanes::{Bar, Kind, Timeline};
+use crate::lanes::{Bar, Kind, Lane, Timeline};
 
 /// Narrowest view: 200 ns across the window.
 const MIN_RANGE_NS: f64 = 200.0;
@@ -121,7 +121,6 @@ impl TimelineView {
 }
 
 /// Draws the timeline in the space left and handles its input.
-#[expect(clippy::too_many_lines, reason = "TODO split")]
 pub fn tab_ui(
     ui: &mut egui::Ui,
     tl: &Timeline,
@@ -134,13 +133,126 @@ pub fn tab_ui(
     legend_ui(ui, view);
     let avail = ui.available_rect_before_wrap();
     let (rect, response) = ui.allocate_exact_size(avail.size(), Sense::click_and_drag());
-    let painter = ui.painter_at(rect);
-    let area = Rect::from_min_max(pos2(rect.left() + LABEL_W, rect.top()), rect.max);
-    view.width = area.width();
-    let ns_per_px = (view.end - view.start) / f64::from(area.width().max(1.0));
+    let layout = Layout::new(rect, tl.lanes.len());
+    view.width = layout.area.width();
+    handle_input(ui, tl, view, &response, &layout);
 
-    // Input: keys anywhere in the tab, the wheel and drags over the canvas.
-    let mut clicked = None;
+    // Recompute with the range after input.
+    let scale = Scale {
+        left: layout.area.left(),
+        start: view.start,
+        ns_per_px: layout.ns_per_px(view),
+    };
+    let canvas = Canvas {
+        painter: ui.painter_at(rect),
+        visuals: ui.visuals().clone(),
+        layout,
+        scale,
+    };
+    canvas
+        .painter
+        .rect_filled(rect, 0.0, canvas.visuals.extreme_bg_color);
+    axis(
+        &canvas.painter,
+        layout.area,
+        view,
+        scale.ns_per_px,
+        &canvas.visuals,
+    );
+    canvas.phase_names(tl, view);
+    canvas.steps(tl, view);
+    canvas.lanes(tl, view);
+    canvas.marks(tl, view);
+    canvas.selection(tl, view);
+    canvas.notes(tl, view);
+    pointer(&response, tl, view, scale.ns_per_px, describe)
+}
+
+/// Where the parts of the timeline go, from its rectangle and its number of lanes.
+#[derive(Clone, Copy)]
+struct Layout {
+    /// The whole timeline: lane names on the left, the span area on the right.
+    rect: Rect,
+    /// The span area, the axis at its top.
+    area: Rect,
+    /// Top of the first lane row, under the axis.
+    top: f32,
+    lane_h: f32,
+    /// Lanes that fit, at least one.
+    visible_lanes: usize,
+    /// The last first lane the lanes scroll to.
+    max_offset: usize,
+}
+
+impl Layout {
+    fn new(rect: Rect, lanes: usize) -> Layout {
+        let area = Rect::from_min_max(pos2(rect.left() + LABEL_W, rect.top()), rect.max);
+        let lanes_h = (rect.height() - AXIS_H).max(0.0);
+        let lane_h = if lanes == 0 {
+            MAX_LANE_H
+        } else {
+            (lanes_h / lanes as f32).clamp(MIN_LANE_H, MAX_LANE_H)
+        };
+        let visible_lanes = ((lanes_h / lane_h).floor() as usize).max(1);
+        Layout {
+            rect,
+            area,
+            top: rect.top() + AXIS_H,
+            lane_h,
+            visible_lanes,
+            max_offset: lanes.saturating_sub(visible_lanes),
+        }
+    }
+
+    /// Nanoseconds per pixel of the span area showing `view`'s range.
+    fn ns_per_px(&self, view: &TimelineView) -> f64 {
+        (view.end - view.start) / f64::from(self.area.width().max(1.0))
+    }
+
+    /// Top of the `row`th lane drawn.
+    fn row_top(&self, row: usize) -> f32 {
+        self.top + row as f32 * self.lane_h
+    }
+}
+
+/// Time (ns since the sources' starts) to x on screen.
+#[derive(Clone, Copy)]
+struct Scale {
+    /// Left edge of the span area.
+    left: f32,
+    /// Time at that edge.
+    start: f64,
+    ns_per_px: f64,
+}
+
+impl Scale {
+    fn x(&self, t: f64) -> f32 {
+        self.left + ((t - self.start) / self.ns_per_px) as f32
+    }
+}
+
+/// Keys anywhere in the tab, the wheel and drags over the canvas.
+fn handle_input(
+    ui: &egui::Ui,
+    tl: &Timeline,
+    view: &mut TimelineView,
+    response: &egui::Response,
+    layout: &Layout,
+) {
+    // A drag pans by the scale of the range before the keys and the wheel moved it.
+    let ns_per_px = layout.ns_per_px(view);
+    handle_keys(ui, tl, view, layout);
+    if let Some(hover) = response.hover_pos() {
+        handle_wheel(ui, view, layout, hover);
+    }
+    if response.dragged() {
+        view.pan(-f64::from(response.drag_delta().x) * ns_per_px);
+    }
+    view.lane_offset = view.lane_offset.min(layout.max_offset);
+}
+
+/// +/−: zoom, ←/→: pan, 0 or Home: fit, PgUp/PgDn: scroll the lanes.
+fn handle_keys(ui: &egui::Ui, tl: &Timeline, view: &mut TimelineView, layout: &Layout) {
     let (keys_in, keys_out, left, right, fit, page_up, page_down) = ui.input(|i| {
         (
             i.key_pressed(Key::Plus) || i.key_pressed(Key::Equals),
@@ -169,135 +281,130 @@ pub fn tab_ui(
     if fit {
         view.fit(tl);
     }
-    let lanes_h = (rect.height() - AXIS_H).max(0.0);
-    let n = tl.lanes.len();
-    let lane_h = if n == 0 {
-        MAX_LANE_H
-    } else {
-        (lanes_h / n as f32).clamp(MIN_LANE_H, MAX_LANE_H)
-    };
-    let visible_lanes = ((lanes_h / lane_h).floor() as usize).max(1);
-    let max_offset = n.saturating_sub(visible_lanes);
     if page_down {
-        view.lane_offset = (view.lane_offset + visible_lanes).min(max_offset);
+        view.lane_offset = (view.lane_offset + layout.visible_lanes).min(layout.max_offset);
     }
     if page_up {
-        view.lane_offset = view.lane_offset.saturating_sub(visible_lanes);
+        view.lane_offset = view.lane_offset.saturating_sub(layout.visible_lanes);
     }
-    if let Some(hover) = response.hover_pos() {
-        let (scroll, zoom) = ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta()));
-        let now_per_px = (view.end - view.start) / f64::from(area.width().max(1.0));
-        let anchor = view.start + f64::from(hover.x.max(area.left()) - area.left()) * now_per_px;
-        if hover.x < area.left() && scroll.y != 0.0 {
-            // Over the lane names the wheel scrolls the lanes.
-            let step = if scroll.y > 0.0 { -1isize } else { 1 };
-            view.lane_offset =
-                (view.lane_offset as isize + step).clamp(0, max_offset as isize) as usize;
-        } else {
-            if zoom != 1.0 {
-                view.zoom(1.0 / f64::from(zoom), anchor);
-            }
-            if scroll.y != 0.0 {
-                view.zoom((-f64::from(scroll.y) * 0.003).exp(), anchor);
-            }
-            if scroll.x != 0.0 {
-                view.pan(-f64::from(scroll.x) * now_per_px);
-            }
+}
+
+/// The wheel and pinch with the pointer at `hover`: over the lane names the wheel scrolls the
+/// lanes; over the spans it zooms around the pointer, and a sideways wheel pans.
+fn handle_wheel(ui: &egui::Ui, view: &mut TimelineView, layout: &Layout, hover: Pos2) {
+    let area = layout.area;
+    let (scroll, zoom) = ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta()));
+    let now_per_px = layout.ns_per_px(view);
+    let anchor = view.start + f64::from(hover.x.max(area.left()) - area.left()) * now_per_px;
+    if hover.x < area.left() && scroll.y != 0.0 {
+        let step = if scroll.y > 0.0 { -1isize } else { 1 };
+        view.lane_offset =
+            (view.lane_offset as isize + step).clamp(0, layout.max_offset as isize) as usize;
+    } else {
+        if zoom != 1.0 {
+            view.zoom(1.0 / f64::from(zoom), anchor);
+        }
+        if scroll.y != 0.0 {
+            view.zoom((-f64::from(scroll.y) * 0.003).exp(), anchor);
+        }
+        if scroll.x != 0.0 {
+            view.pan(-f64::from(scroll.x) * now_per_px);
         }
     }
-    if response.dragged() {
-        view.pan(-f64::from(response.drag_delta().x) * ns_per_px);
-    }
-    view.lane_offset = view.lane_offset.min(max_offset);
+}
 
-    // Recompute with the range after input.
-    let ns_per_px = (view.end - view.start) / f64::from(area.width().max(1.0));
-    let x_of = |t: f64| area.left() + ((t - view.start) / ns_per_px) as f32;
+/// What paints the timeline in one redraw, once input has set its range.
+struct Canvas {
+    painter: egui::Painter,
+    visuals: egui::Visuals,
+    layout: Layout,
+    scale: Scale,
+}
 
-    let visuals = ui.visuals().clone();
-    painter.rect_filled(rect, 0.0, visuals.extreme_bg_color);
-    axis(&painter, area, view, ns_per_px, &visuals);
-
-    // Phases: set-up and tail tinted on their source's lanes (below), named at their start, just
-    // under the axis.
-    if let Some(&(_, steady, tail)) = tl.phases.first() {
+impl Canvas {
+    /// Phases: set-up and tail are tinted on their source's lanes (see [`Canvas::phase_tints`]);
+    /// named here at their start, just under the axis.
+    fn phase_names(&self, tl: &Timeline, view: &TimelineView) {
+        let Some(&(_, steady, tail)) = tl.phases.first() else {
+            return;
+        };
+        let area = self.layout.area;
         let spans = [
             ("set-up", 0.0, steady as f64),
             ("steady state", steady as f64, tail as f64),
             ("tail", tail as f64, f64::MAX),
         ];
         for (name, a, b) in spans {
-            let x0 = x_of(a.max(view.start)).max(area.left());
-            let x1 = x_of(b.min(view.end)).min(area.right());
+            let x0 = self.scale.x(a.max(view.start)).max(area.left());
+            let x1 = self.scale.x(b.min(view.end)).min(area.right());
             if x1 - x0 > 70.0 {
-                painter.text(
+                self.painter.text(
                     pos2(x0 + 4.0, area.top() + AXIS_H + 1.0),
                     Align2::LEFT_TOP,
                     name,
                     FontId::proportional(10.0),
-                    visuals.text_color().gamma_multiply(0.7),
+                    self.visuals.text_color().gamma_multiply(0.7),
                 );
             }
         }
     }
 
-    // Steps: faint lines, labelled when there is room.
-    let visible_steps: Vec<&(usize, u64, u64)> = tl
-        .steps
-        .iter()
-        .filter(|s| (s.1 as f64) >= view.start && (s.1 as f64) <= view.end)
-        .take(area.width() as usize)
-        .collect();
-    // Steps closer than a few pixels would only grey the lanes over: then none are drawn.
-    let dense = visible_steps.len() as f32 > area.width() / 6.0;
-    let mut last_label = f32::NEG_INFINITY;
-    for s in visible_steps.iter().filter(|_| !dense) {
-        let x = x_of(s.1 as f64);
-        painter.vline(
-            x,
-            area.top()..=area.bottom(),
-            Stroke::new(1.0, visuals.weak_text_color().gamma_multiply(0.35)),
-        );
-        // Labelled only where the previous label leaves room.
-        if x - last_label > 56.0 {
-            last_label = x;
-            painter.text(
-                pos2(x + 2.0, area.top() + AXIS_H - 2.0),
-                Align2::LEFT_BOTTOM,
-                format!("step {}", s.2),
-                FontId::proportional(10.0),
-                visuals.weak_text_color(),
+    /// Steps: faint lines, labelled when there is room.
+    fn steps(&self, tl: &Timeline, view: &TimelineView) {
+        let area = self.layout.area;
+        let visible_steps: Vec<&(usize, u64, u64)> = tl
+            .steps
+            .iter()
+            .filter(|s| (s.1 as f64) >= view.start && (s.1 as f64) <= view.end)
+            .take(area.width() as usize)
+            .collect();
+        // Steps closer than a few pixels would only grey the lanes over: then none are drawn.
+        let dense = visible_steps.len() as f32 > area.width() / 6.0;
+        let mut last_label = f32::NEG_INFINITY;
+        for s in visible_steps.iter().filter(|_| !dense) {
+            let x = self.scale.x(s.1 as f64);
+            self.painter.vline(
+                x,
+                area.top()..=area.bottom(),
+                Stroke::new(1.0, self.visuals.weak_text_color().gamma_multiply(0.35)),
             );
+            // Labelled only where the previous label leaves room.
+            if x - last_label > 56.0 {
+                last_label = x;
+                self.painter.text(
+                    pos2(x + 2.0, area.top() + AXIS_H - 2.0),
+                    Align2::LEFT_BOTTOM,
+                    format!("step {}", s.2),
+                    FontId::proportional(10.0),
+                    self.visuals.weak_text_color(),
+                );
+            }
         }
     }
 
-    view.drawn.clear();
-    let top = rect.top() + AXIS_H;
-    let font = FontId::proportional(12.0);
-    for (row, li) in (view.lane_offset..n).take(visible_lanes).enumerate() {
+    /// The lanes that fit from `view.lane_offset`, noting each bar drawn in `view.drawn`.
+    fn lanes(&self, tl: &Timeline, view: &mut TimelineView) {
+        view.drawn.clear();
+        let font = FontId::proportional(12.0);
+        let rows = (view.lane_offset..tl.lanes.len()).take(self.layout.visible_lanes);
+        for (row, li) in rows.enumerate() {
+            self.lane(tl, view, row, li, &font);
+        }
+    }
+
+    /// Lane `li` in row `row`: its background, its name and its bars.
+    fn lane(&self, tl: &Timeline, view: &mut TimelineView, row: usize, li: usize, font: &FontId) {
+        let (rect, area) = (self.layout.rect, self.layout.area);
         let lane = &tl.lanes[li];
-        let y0 = top + row as f32 * lane_h;
+        let y0 = self.layout.row_top(row);
+        let lane_h = self.layout.lane_h;
         let lane_rect = Rect::from_min_max(pos2(rect.left(), y0), pos2(rect.right(), y0 + lane_h));
         if row % 2 == 1 {
-            painter.rect_filled(lane_rect, 0.0, visuals.faint_bg_color);
+            self.painter
+                .rect_filled(lane_rect, 0.0, self.visuals.faint_bg_color);
         }
-        if let Some(&(_, steady, tail)) = tl.phases.iter().find(|p| p.0 == lane.source) {
-            for (a, b, tint) in [
-                (view.start.min(steady as f64), steady as f64, PHASE_SETUP),
-                (tail as f64, view.end.max(tail as f64), PHASE_TAIL),
-            ] {
-                let x0 = x_of(a).max(area.left());
-                let x1 = x_of(b).min(area.right());
-                if x1 > x0 {
-                    painter.rect_filled(
-                        Rect::from_min_max(pos2(x0, lane_rect.top()), pos2(x1, lane_rect.bottom())),
-                        0.0,
-                        tint,
-                    );
-                }
-            }
-        }
-        painter
+        self.phase_tints(tl, view, lane.source, lane_rect);
+        self.painter
             .with_clip_rect(Rect::from_min_max(
                 lane_rect.min,
                 pos2(area.left() - 4.0, lane_rect.max.y),
@@ -308,9 +415,9 @@ pub fn tab_ui(
                 &lane.label,
                 font.clone(),
                 if lane.device {
-                    visuals.strong_text_color()
+                    self.visuals.strong_text_color()
                 } else {
-                    visuals.text_color()
+                    self.visuals.text_color()
                 },
             );
         view.bars.clear();
@@ -328,105 +435,143 @@ pub fn tab_ui(
             } else {
                 c
             };
-            painter.rect_filled(r, CornerRadius::ZERO, c);
+            self.painter.rect_filled(r, CornerRadius::ZERO, c);
             view.drawn.push((li, r, *b));
         }
     }
 
-    // The selected record and the marked ones.
-    let lane_offset = view.lane_offset;
-    let span_rect = |lane: usize, span: usize| -> Option<Rect> {
+    /// The set-up and tail of `source` tinted behind one of its lanes.
+    fn phase_tints(&self, tl: &Timeline, view: &TimelineView, source: usize, lane_rect: Rect) {
+        let Some(&(_, steady, tail)) = tl.phases.iter().find(|p| p.0 == source) else {
+            return;
+        };
+        let area = self.layout.area;
+        for (a, b, tint) in [
+            (view.start.min(steady as f64), steady as f64, PHASE_SETUP),
+            (tail as f64, view.end.max(tail as f64), PHASE_TAIL),
+        ] {
+            let x0 = self.scale.x(a).max(area.left());
+            let x1 = self.scale.x(b).min(area.right());
+            if x1 > x0 {
+                self.painter.rect_filled(
+                    Rect::from_min_max(pos2(x0, lane_rect.top()), pos2(x1, lane_rect.bottom())),
+                    0.0,
+                    tint,
+                );
+            }
+        }
+    }
+
+    /// Where span `span` of lane `lane` is drawn, a pixel around it; `None` when its lane is
+    /// scrolled out of sight.
+    fn span_rect(
+        &self,
+        tl: &Timeline,
+        lane_offset: usize,
+        lane: usize,
+        span: usize,
+    ) -> Option<Rect> {
         let row = lane.checked_sub(lane_offset)?;
-        if row >= visible_lanes {
+        if row >= self.layout.visible_lanes {
             return None;
         }
         let s = &tl.lanes.get(lane)?.spans;
         let a = *s.start.get(span)? as f64;
         let b = *s.end.get(span)? as f64;
-        let y0 = top + row as f32 * lane_h;
-        let x0 = x_of(a);
-        let x1 = x_of(b).max(x0 + 1.0);
+        let y0 = self.layout.row_top(row);
+        let x0 = self.scale.x(a);
+        let x1 = self.scale.x(b).max(x0 + 1.0);
         Some(Rect::from_min_max(
             pos2(x0 - 1.0, y0 + 1.0),
-            pos2(x1 + 1.0, y0 + lane_h - 1.0),
+            pos2(x1 + 1.0, y0 + self.layout.lane_h - 1.0),
         ))
-    };
-    let mark = Color32::from_rgb(255, 200, 0);
-    let clip = painter.with_clip_rect(area);
-    for &(lane, span) in &view.marks {
-        if let Some(r) = span_rect(lane, span) {
-            let c = r.center_top();
-            clip.add(egui::Shape::convex_polygon(
-                vec![
-                    pos2(c.x - 5.0, c.y - 1.0),
-                    pos2(c.x + 5.0, c.y - 1.0),
-                    pos2(c.x, c.y + 6.0),
-                ],
-                mark,
-                Stroke::NONE,
-            ));
-            clip.rect_stroke(r, 0.0, Stroke::new(1.5, mark), StrokeKind::Outside);
-        }
-    }
-    let found = match (view.selected, view.located) {
-        (Some(sel), Some((k, at))) if k == sel => at,
-        (Some(sel), _) => tl.locate(sel.0, sel.1),
-        (None, _) => None,
-    };
-    view.located = view.selected.map(|s| (s, found));
-    if let Some((lane, span)) = found
-        && let Some(r) = span_rect(lane, span)
-    {
-        clip.rect_stroke(
-            r,
-            0.0,
-            Stroke::new(2.0, visuals.strong_text_color()),
-            StrokeKind::Outside,
-        );
-    }
-    if n > visible_lanes {
-        painter.text(
-            pos2(rect.left() + 6.0, rect.bottom() - 4.0),
-            Align2::LEFT_BOTTOM,
-            format!(
-                "lanes {}–{} of {n} (wheel over names, PgUp/PgDn)",
-                view.lane_offset + 1,
-                (view.lane_offset + visible_lanes).min(n)
-            ),
-            FontId::proportional(11.0),
-            visuals.weak_text_color(),
-        );
-    }
-    if tl.lanes.is_empty() {
-        painter.text(
-            area.center(),
-            Align2::CENTER_CENTER,
-            "no timed records in this trace",
-            FontId::proportional(14.0),
-            visuals.weak_text_color(),
-        );
     }
 
-    // Hover and click.
+    /// The marked records (a sync line's): outlined, with a pointer above.
+    fn marks(&self, tl: &Timeline, view: &TimelineView) {
+        let mark = Color32::from_rgb(255, 200, 0);
+        let clip = self.painter.with_clip_rect(self.layout.area);
+        for &(lane, span) in &view.marks {
+            if let Some(r) = self.span_rect(tl, view.lane_offset, lane, span) {
+                let c = r.center_top();
+                clip.add(egui::Shape::convex_polygon(
+                    vec![
+                        pos2(c.x - 5.0, c.y - 1.0),
+                        pos2(c.x + 5.0, c.y - 1.0),
+                        pos2(c.x, c.y + 6.0),
+                    ],
+                    mark,
+                    Stroke::NONE,
+                ));
+                clip.rect_stroke(r, 0.0, Stroke::new(1.5, mark), StrokeKind::Outside);
+            }
+        }
+    }
+
+    /// The selected record outlined; where it is drawn is looked up once per selection.
+    fn selection(&self, tl: &Timeline, view: &mut TimelineView) {
+        let found = match (view.selected, view.located) {
+            (Some(sel), Some((k, at))) if k == sel => at,
+            (Some(sel), _) => tl.locate(sel.0, sel.1),
+            (None, _) => None,
+        };
+        view.located = view.selected.map(|s| (s, found));
+        if let Some((lane, span)) = found
+            && let Some(r) = self.span_rect(tl, view.lane_offset, lane, span)
+        {
+            self.painter.with_clip_rect(self.layout.area).rect_stroke(
+                r,
+                0.0,
+                Stroke::new(2.0, self.visuals.strong_text_color()),
+                StrokeKind::Outside,
+            );
+        }
+    }
+
+    /// Which lanes are shown when not all fit, or that there are none.
+    fn notes(&self, tl: &Timeline, view: &TimelineView) {
+        let (rect, area) = (self.layout.rect, self.layout.area);
+        let n = tl.lanes.len();
+        let visible_lanes = self.layout.visible_lanes;
+        if n > visible_lanes {
+            self.painter.text(
+                pos2(rect.left() + 6.0, rect.bottom() - 4.0),
+                Align2::LEFT_BOTTOM,
+                format!(
+                    "lanes {}–{} of {n} (wheel over names, PgUp/PgDn)",
+                    view.lane_offset + 1,
+                    (view.lane_offset + visible_lanes).min(n)
+                ),
+                FontId::proportional(11.0),
+                self.visuals.weak_text_color(),
+            );
+        }
+        if tl.lanes.is_empty() {
+            self.painter.text(
+                area.center(),
+                Align2::CENTER_CENTER,
+                "no timed records in this trace",
+                FontId::proportional(14.0),
+                self.visuals.weak_text_color(),
+            );
+        }
+    }
+}
+
+/// Hover and click on the bars drawn: a tooltip describes the bar under the pointer; a click
+/// selects its record (and zooms onto a merged bar), a double click zooms onto its span.
+fn pointer(
+    response: &egui::Response,
+    tl: &Timeline,
+    view: &mut TimelineView,
+    ns_per_px: f64,
+    describe: &dyn Fn(usize, usize) -> String,
+) -> Option<Clicked> {
     let hovered = response.hover_pos().and_then(|p| hit(&view.drawn, p));
     if let Some((lane, bar)) = hovered {
-        let l = &tl.lanes[lane];
-        let event = l.spans.event[bar.span as usize] as usize;
-        let text = describe(l.source, event);
-        let at = fmt::dur(l.spans.start[bar.span as usize] as f64);
-        response.clone().on_hover_ui_at_pointer(|ui| {
-            if bar.count > 1 {
-                ui.label(format!(
-                    "{} records merged at this zoom (zoom in to separate)",
-                    bar.count
-                ));
-                ui.label(format!("longest: {text}"));
-            } else {
-                ui.label(text);
-            }
-            ui.weak(format!("at {at} · {}", l.label));
-        });
+        show_tooltip(response, &tl.lanes[lane], bar, describe);
     }
+    let mut clicked = None;
     if response.clicked() {
         clicked = Some(match hovered {
             Some((lane, bar)) => {
@@ -450,6 +595,30 @@ pub fn tab_ui(
         view.focus(s.start[i] as f64, s.end[i] as f64);
     }
     clicked
+}
+
+/// What the bar under the pointer stands for, at the pointer.
+fn show_tooltip(
+    response: &egui::Response,
+    l: &Lane,
+    bar: Bar,
+    describe: &dyn Fn(usize, usize) -> String,
+) {
+    let event = l.spans.event[bar.span as usize] as usize;
+    let text = describe(l.source, event);
+    let at = fmt::dur(l.spans.start[bar.span as usize] as f64);
+    response.clone().on_hover_ui_at_pointer(|ui| {
+        if bar.count > 1 {
+            ui.label(format!(
+                "{} records merged at this zoom (zoom in to separate)",
+                bar.count
+            ));
+            ui.label(format!("longest: {text}"));
+        } else {
+            ui.label(text);
+        }
+        ui.weak(format!("at {at} · {}", l.label));
+    });
 }
 
 fn hit(drawn: &[(usize, Rect, Bar)], p: Pos2) -> Option<(usize, Bar)> {
