@@ -397,7 +397,7 @@ fn a_file_size_limit_with_sigxfsz_at_its_default_never_kills_the_workload() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("  warning: recording stopped early, "),
+        err.contains("  warning: ") && err.contains(": recording stopped early, "),
         "{err}"
     );
     assert!(err.contains("events not recorded (execute "), "{err}");
@@ -465,7 +465,7 @@ fn a_write_that_fails_with_no_known_limit_still_ends_with_the_stop_record() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("died while writing"), "{err}");
     assert!(
-        err.contains("  warning: recording stopped early, "),
+        err.contains("  warning: ") && err.contains(": recording stopped early, "),
         "{err}"
     );
     let trace = only_trace(dir.path());
