@@ -175,9 +175,14 @@ fn stream(events: usize) -> Stream {
     let pxla = format!("{jax}/interpreters/pxla.py");
     let array = format!("{jax}/array.py");
     let user = "/home/user/project/train.py";
+    let pjit = format!("{jax}/pjit.py");
+    // A jitted function's compile goes through pjit.py, as a real JAX stack does (without it the
+    // analyzers take the compile for an eager op's).
     let compile_stack = ok(g.w.intern_stack(&frames(&[
         (&pxla, "_cached_compilation", 1516),
         (&pxla, "UnloadedMeshExecutable.from_hlo", 1733),
+        (&pjit, "_pjit_call_impl_python", 1231),
+        (&pjit, "cache_miss", 335),
         (user, "train_epoch", 88),
         (user, "main", 151),
     ])));
