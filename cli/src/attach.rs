@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use tpuscope_analyzers::present;
-use tpuscope_analyzers::report::{self, Input};
+use tpuscope_analyzers::report;
 use tpuscope_analyzers::units::plural;
 
 use crate::live_stream;
@@ -45,19 +45,8 @@ fn snapshot(
     let trace = live_stream::snapshot(stream, SNAPSHOT_SILENCE)
         .with_context(|| format!("reading {}", path.display()))?;
     let label = format!("pid {} (live)", args.pid);
-    let options = report::Options {
-        torch_logs: crate::torch_logs::find(None, None, Some(&trace), &label)
-            .into_iter()
-            .collect(),
-        ..report::Options::default()
-    };
-    let rep = report::build(
-        &[Input {
-            path: label,
-            trace: &trace,
-        }],
-        &options,
-    );
+    let logs = crate::torch_logs::find(None, None, Some(&trace), &label);
+    let rep = report::build_one(&label, &trace, logs);
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut v = serde_json::to_value(&rep).context("serializing the state")?;

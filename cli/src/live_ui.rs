@@ -12,7 +12,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use tpuscope_analyzers::report::{self, Input};
+use tpuscope_analyzers::report;
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 use tpuscope_tui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
@@ -120,17 +120,7 @@ fn build_model(
     output: &[String],
     logs: &mut LogCache,
 ) -> Model {
-    let options = report::Options {
-        torch_logs: logs.find(trace, label).into_iter().collect(),
-        ..report::Options::default()
-    };
-    let rep = report::build(
-        &[Input {
-            path: label.to_string(),
-            trace,
-        }],
-        &options,
-    );
+    let rep = report::build_one(label, trace, logs.find(trace, label));
     let now = if state == RunState::Live {
         trace_now_ns(trace)
     } else {
@@ -509,19 +499,8 @@ mod tests {
 
     /// What `tpuscope report` finds in a trace file, dynamo's logs found its way.
     fn report_of_file(trace: &Trace, file: &std::path::Path, label: &str) -> report::Report {
-        let options = report::Options {
-            torch_logs: crate::torch_logs::find(None, Some(file), Some(trace), label)
-                .into_iter()
-                .collect(),
-            ..report::Options::default()
-        };
-        report::build(
-            &[Input {
-                path: label.to_string(),
-                trace,
-            }],
-            &options,
-        )
+        let logs = crate::torch_logs::find(None, Some(file), Some(trace), label);
+        report::build_one(label, trace, logs)
     }
 
     #[test]
@@ -556,7 +535,7 @@ mod tests {
             assert!(shown.contains(&f.title), "{shown:?} is not {:?}", f.title);
         }
         // Without the logs the live view found less (what it showed before).
-        let alone = report::analyze(&[Input {
+        let alone = report::analyze(&[report::Input {
             path: "pid 1".into(),
             trace: &trace,
         }]);

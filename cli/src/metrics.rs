@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use tpuscope_analyzers::report::{self, Input};
+use tpuscope_analyzers::report;
 use tpuscope_core::live::LiveDecoder;
 
 use crate::live_stream::{self, Chunk};
@@ -245,11 +245,7 @@ impl Proc {
         // The report `tpuscope report` gives for this trace: dynamo's logs joined (read on
         // this scrape, from the cache: only what the run appended since the last one).
         let label = format!("pid {pid}");
-        let options = report::Options {
-            torch_logs: self.logs.find(trace, &label).into_iter().collect(),
-            ..report::Options::default()
-        };
-        let rep = report::build(&[Input { path: label, trace }], &options);
+        let rep = report::build_one(&label, trace, self.logs.find(trace, &label));
         if let Some(m) = ProcMetrics::from_analysis(trace, &rep) {
             self.metrics = Some(m);
         }
@@ -411,18 +407,8 @@ mod tests {
         // `report` on the file, its logs beside it.
         let trace = tpuscope_core::read_trace(&bytes).unwrap();
         let file = logs.with_extension("tps");
-        let rep = report::build(
-            &[Input {
-                path: "f".into(),
-                trace: &trace,
-            }],
-            &report::Options {
-                torch_logs: crate::torch_logs::find(None, Some(&file), Some(&trace), "f")
-                    .into_iter()
-                    .collect(),
-                ..report::Options::default()
-            },
-        );
+        let logs = crate::torch_logs::find(None, Some(&file), Some(&trace), "f");
+        let rep = report::build_one("f", &trace, logs);
         for kind in report::FindingKind::ALL {
             let n = rep.findings.iter().filter(|f| f.kind == kind).count();
             let line = text

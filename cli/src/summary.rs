@@ -105,18 +105,9 @@ pub fn print_trace_summary(path: &Path) {
 fn findings_text(path: &Path, trace: &Trace) -> String {
     use std::fmt::Write as _;
     let label = path.display().to_string();
-    let inputs = [tpuscope_analyzers::Input {
-        path: label.clone(),
-        trace,
-    }];
     // dynamo's graph breaks and guard failures, when the run logged them (TORCH_TRACE).
-    let options = tpuscope_analyzers::report::Options {
-        torch_logs: crate::torch_logs::find(None, Some(path), Some(trace), &label)
-            .into_iter()
-            .collect(),
-        ..Default::default()
-    };
-    let report = tpuscope_analyzers::report::build(&inputs, &options);
+    let logs = crate::torch_logs::find(None, Some(path), Some(trace), &label);
+    let report = tpuscope_analyzers::report::build_one(&label, trace, logs);
     let mut o = String::new();
     for w in &report.warnings {
         let _ = writeln!(o, "  warning: {w}");

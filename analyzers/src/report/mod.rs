@@ -33,7 +33,7 @@ pub use ci::{
     compare_baseline, failed,
 };
 pub use lines::{phases_lines, setup_compile_line, stopped_line};
-pub use pipeline::{Options, build};
+pub use pipeline::{Options, build, build_one};
 
 /// Version of the report's JSON shape.
 pub const REPORT_VERSION: u32 = 1;

@@ -27,3 +27,22 @@ pub fn build(inputs: &[Input<'_>], options: &Options) -> Report {
     }
     report
 }
+
+/// [`build`] for one trace (a file, or a live stream so far) with the dynamo logs found for it,
+/// the case of the run summary, the live view, `attach` and `/metrics`.
+pub fn build_one(
+    label: &str,
+    trace: &tpuscope_core::Trace,
+    torch_logs: Option<TorchLogs>,
+) -> Report {
+    build(
+        &[Input {
+            path: label.to_string(),
+            trace,
+        }],
+        &Options {
+            torch_logs: torch_logs.into_iter().collect(),
+            ..Options::default()
+        },
+    )
+}

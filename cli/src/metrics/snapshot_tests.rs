@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tpuscope_analyzers::report::{self, Input};
+use tpuscope_analyzers::report;
 
 use super::series::{self, ProcMetrics, ProcState};
 use super::text;
@@ -29,19 +29,8 @@ fn exposition_of_sample_traces() {
         // The report `tpuscope report` gives for the file (its dynamo logs beside it), which
         // `Proc::analyse_if_due` gives for the same trace streamed by a run that recorded them.
         let label = format!("pid {pid}");
-        let options = report::Options {
-            torch_logs: crate::torch_logs::find(None, Some(&path), Some(&trace), &label)
-                .into_iter()
-                .collect(),
-            ..report::Options::default()
-        };
-        let rep = report::build(
-            &[Input {
-                path: label,
-                trace: &trace,
-            }],
-            &options,
-        );
+        let logs = crate::torch_logs::find(None, Some(&path), Some(&trace), &label);
+        let rep = report::build_one(&label, &trace, logs);
         let metrics = ProcMetrics::from_analysis(&trace, &rep).unwrap();
         let text = text::encode(&series::families(
             "endpoint-host",
