@@ -351,39 +351,9 @@ fn a_socket_that_goes_quiet_before_the_end_of_its_backlog_is_said_so() {
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
 }
 
-/// The sample trace with dynamo logs, with a manifest that records where its logs are (as
-/// `tpuscope run` records the directory it sets `TORCH_TRACE` to).
-fn graph_break_stream() -> (Vec<u8>, PathBuf) {
-    use tpuscope_core::event::{KeyValue, Record, RecordKind};
-    use tpuscope_core::format;
-    let dir = repo_root().join("sample_traces/torch_trace");
-    let logs = dir.join("graph_break_and_guard.torch_trace");
-    let bytes = std::fs::read(dir.join("graph_break_and_guard.tps")).unwrap();
-    let (head, rest) = bytes.split_at(format::HEADER_LEN);
-    let h = format::parse_frame_header(rest).unwrap();
-    assert_eq!(h.kind, RecordKind::Manifest as u16);
-    let end = format::FRAME_HEADER_LEN + h.len as usize;
-    let payload = &rest[format::FRAME_HEADER_LEN..end];
-    let Record::Manifest(mut m) = Record::decode_payload(RecordKind::Manifest, payload).unwrap()
-    else {
-        unreachable!("decoded as a manifest")
-    };
-    m.environment.retain(|kv| !kv.key.contains("TORCH_TRACE"));
-    m.environment.push(KeyValue {
-        key: "TPUSCOPE_TORCH_TRACE".into(),
-        value: logs.display().to_string(),
-    });
-    let mut new_payload = Vec::new();
-    Record::Manifest(m).encode_payload(&mut new_payload);
-    let mut out = head.to_vec();
-    format::encode_frame(&mut out, h.kind, h.flags, &new_payload);
-    out.extend_from_slice(&rest[end..]);
-    (out, logs)
-}
-
 #[test]
 fn a_snapshot_joins_the_logs_the_run_recorded_like_report_does() {
-    let (stream, logs) = graph_break_stream();
+    let (stream, logs) = common::graph_break_stream::graph_break_stream();
     let fake = FakeSocket::start(stream, Then::Close);
     let out = Command::new(tpuscope())
         .args([
