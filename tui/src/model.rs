@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 pub use tpuscope_analyzers::describe::EventKind;
 use tpuscope_analyzers::describe::{self, ExecutableNames};
 use tpuscope_analyzers::hbm;
-use tpuscope_analyzers::present::{self, Tone};
+use tpuscope_analyzers::present;
 use tpuscope_analyzers::report::{FamilyReport, MemberReport, Report, TraceCompleteness};
 use tpuscope_analyzers::source::{is_framework_file, short_path};
 use tpuscope_analyzers::steps::executable_names;
@@ -494,13 +494,8 @@ fn devices(trace: &Trace, report: &Report) -> Vec<DeviceMem> {
                 .find(|d| d.run == RUN && d.device == s.device);
             let peak_bytes = summary.map_or_else(|| s.peak(), |d| d.peak_bytes);
             let peak_fraction = summary.and_then(|d| d.peak_fraction);
-            // Red where the report's own line for the device says the peak is a problem.
-            let near_limit = summary.is_some_and(|d| {
-                present::device_line(report, d)
-                    .0
-                    .iter()
-                    .any(|s| s.tone == Tone::Bad)
-            });
+            // Red by the report's rule for the peak.
+            let near_limit = summary.is_some_and(hbm::DeviceMemory::peak_near_limit);
             let in_use = s.samples.last().map_or(0, |x| x.in_use);
             let newest = s.samples.len().saturating_sub(MEMORY_SAMPLES);
             DeviceMem {

@@ -10,9 +10,6 @@ use crate::units::{bytes, first_line, ms, percent, plural};
 /// How many graphs the "largest compiled" line names.
 const LARGEST: usize = 5;
 
-/// A peak at or above this share of the limit reads as a problem.
-const NEAR_LIMIT: f64 = 0.9;
-
 /// In-memory reuse, the persistent cache and compiles that should have been cache hits.
 pub fn cache(r: &Report) -> Section {
     let c = &r.cache;
@@ -204,7 +201,7 @@ pub fn device_line(r: &Report, d: &DeviceMemory) -> Line {
     ));
     match (d.limit_bytes, d.peak_fraction) {
         (Some(limit), Some(f)) => {
-            let tone = if f >= NEAR_LIMIT {
+            let tone = if d.peak_near_limit() {
                 Tone::Bad
             } else {
                 Tone::Plain

@@ -2,6 +2,7 @@
 //! said here once; the views only lay them out and style them.
 
 use super::*;
+use crate::hbm::DeviceMemory;
 use crate::units::{num, plural};
 
 impl Report {
@@ -129,5 +130,15 @@ impl BudgetStatus {
             Self::Exceeded => "EXCEEDED",
             Self::Unknown => "unknown (the trace cannot tell: passes)",
         }
+    }
+}
+
+/// A peak at or above this share of the device's limit is a problem.
+const PEAK_NEAR_LIMIT: f64 = 0.9;
+
+impl DeviceMemory {
+    /// The peak came within 10% of the device's limit: every view marks it.
+    pub fn peak_near_limit(&self) -> bool {
+        self.peak_fraction.is_some_and(|f| f >= PEAK_NEAR_LIMIT)
     }
 }
