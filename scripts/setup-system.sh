@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # System tools the end-to-end tests drive: tmux (a real terminal for the live view), Xvfb with
-# Mesa and a font (a display for the GUI's screenshots). Installs them with apt when missing and possible;
+# Mesa and a font (a display for the GUI's screenshots), strace (another tracer, which an attach
+# must refuse to compete with). Installs them with apt when missing and possible;
 # otherwise stops with the command to run.
 set -euo pipefail
 
 need=()
 command -v tmux >/dev/null || need+=(tmux)
+command -v strace >/dev/null || need+=(strace)
 command -v xvfb-run >/dev/null || need+=(xvfb xauth)
 # The GUI draws →, ≠, ≥ with a system font (egui's own lacks them).
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)

@@ -2,18 +2,27 @@
 //! function of it, without gdb, and finds the PJRT plugins a process has mapped.
 //!
 //! How [`inject`] works (x86_64 Linux, glibc):
-//! 1. [`check_target`]: the process exists, is no zombie, runs as our uid, is x86_64.
-//! 2. `dlopen`, `dlsym`, `dlerror` are found in the target's libc (glibc >= 2.34) or libdl: the
-//!    library is read through /proc/PID/root, its load base from /proc/PID/maps.
+//! 1. [`check_target`]: the process exists, is a process (not one of its threads), is no zombie,
+//!    runs as our uid, is x86_64.
+//! 2. `dlopen`, `dlsym`, `dlerror` and `mmap` are found in the target's libc (glibc >= 2.34) or
+//!    libdl (the library read through /proc/PID/root, its load base from /proc/PID/maps), and
+//!    libc's signal-return sequence (`__restore_rt`) in its code.
 //! 3. ONE thread is seized (`PTRACE_SEIZE` + `PTRACE_INTERRUPT`; the others keep running): one
 //!    parked in a blocking system call (futex, epoll, poll, sleep, read ...), so it holds no
-//!    user-space lock of malloc or the loader. Its registers tell whether it really was.
-//! 4. Its registers (general and XSAVE) are saved; each call runs on its stack below the red
-//!    zone, returns to address 0 and the SIGSEGV that follows ends it. `orig_rax = -1` keeps the
-//!    kernel from restarting the interrupted system call into the injected code.
-//! 5. Every register is restored as saved (so the interrupted system call restarts, e.g. a sleep
-//!    continues), signals that arrived meanwhile are re-delivered, and the thread is detached,
-//!    on every path (a guard), also after a timeout.
+//!    user-space lock of malloc or the loader. Its registers tell whether it really was. One
+//!    whose call the kernel restarts from its restart block (a timed sleep) is taken last.
+//! 4. Its state (general registers, XSAVE area, signal mask) is saved, and written on its stack
+//!    below the red zone as a signal frame that resumes its system call. The stub (`stub.rs`: a
+//!    few instructions in a page of their own, mapped by calling `mmap` in the thread the first
+//!    time, found again later) calls `dlopen`, `dlsym` and the entry, then `rt_sigreturn`s on
+//!    that frame. So from its first injected instruction the thread needs the tracer for
+//!    nothing: a tracer killed at any instant leaves it running its own code again.
+//! 5. A live tracer takes the thread at the stub's hand-off (a signal the process ignores, sent
+//!    to itself: reported to a tracer, discarded otherwise), reads the results, restores every
+//!    register and the mask exactly as saved (so the kernel restarts the interrupted call as it
+//!    would have, e.g. a sleep continues), and detaches — on every path (a guard), also after a
+//!    timeout, when the calls are abandoned where they are. Signals for the thread are delivered
+//!    at once while it runs the calls.
 //!
 //! All `unsafe` lives in `sys`.
 
@@ -21,6 +30,7 @@ mod elf;
 mod plugins;
 mod procfs;
 mod remote;
+mod stub;
 #[allow(unsafe_code)]
 mod sys;
 
@@ -87,6 +97,8 @@ pub struct Injected {
 pub enum InjectError {
     #[error("process {pid} does not exist")]
     NoSuchProcess { pid: u32 },
+    #[error("{tid} is a thread of process {pid}, not a process: attach to {pid}")]
+    ThreadOfProcess { tid: u32, pid: u32 },
     #[error("process {pid} is a zombie: it has exited and waits for its parent to reap it")]
     Zombie { pid: u32 },
     #[error("process {pid} exited during the attach")]
@@ -161,7 +173,7 @@ pub enum InjectError {
         message: String,
     },
     #[error(
-        "the injected call to {call} crashed in thread {tid} of process {pid} (SIGSEGV at {rip:#x}); the \
+        "the injected call to {call} crashed in thread {tid} of process {pid} ({signal} at {rip:#x}); the \
          thread's registers were restored and it was detached, but the process may be damaged"
     )]
     CallCrashed {
@@ -169,7 +181,19 @@ pub enum InjectError {
         tid: u32,
         call: String,
         rip: u64,
+        signal: &'static str,
     },
+    #[error(
+        "process {pid} handles every signal tpuscope could use to take its thread back (SIGURG, \
+         SIGWINCH, SIGCHLD, and none is ignored); nothing was changed; start the job under `tpuscope run`"
+    )]
+    NoHandoffSignal { pid: u32 },
+    #[error(
+        "could not map tpuscope's code page in process {pid} (mmap: {errno}); the thread was restored \
+         and detached; a policy may forbid executable memory (SELinux execmem): start the job under \
+         `tpuscope run`"
+    )]
+    StubPage { pid: u32, errno: Errno },
     #[error(
         "the injected call to {call} in thread {tid} of process {pid} did not return within {timeout:?}; \
          the thread was interrupted, its registers restored and it was detached"
@@ -225,6 +249,14 @@ pub fn check_target(pid: u32) -> Result<TargetInfo, InjectError> {
     }
     let stat =
         procfs::stat(&format!("/proc/{pid}/stat")).map_err(|e| InjectError::from_proc(pid, e))?;
+    // /proc/TID exists for every thread too (unlisted): a thread id names part of a process.
+    let tgid = procfs::tgid(pid).map_err(|e| InjectError::from_proc(pid, e))?;
+    if tgid != pid {
+        return Err(InjectError::ThreadOfProcess {
+            tid: pid,
+            pid: tgid,
+        });
+    }
     if matches!(stat.state, 'Z' | 'X' | 'x') {
         return Err(InjectError::Zombie { pid });
     }

@@ -18,11 +18,55 @@ pub struct Mapping {
 /// The file-backed mappings of the process (anonymous, `[heap]`-like and deleted files left
 /// out).
 pub fn file_mappings(pid: u32) -> io::Result<Vec<Mapping>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    Ok(text.lines().filter_map(parse_maps_line).collect())
+    Ok(regions(pid)?.into_iter().filter_map(Region::file).collect())
 }
 
-fn parse_maps_line(line: &str) -> Option<Mapping> {
+/// One line of /proc/PID/maps, anonymous mappings included.
+#[derive(Debug, Clone)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    /// `rwxp`-style permissions.
+    pub perms: String,
+    pub offset: u64,
+    pub dev: u64,
+    pub inode: u64,
+    /// As printed: a path, `[stack]`-like names, or empty for an anonymous mapping.
+    pub name: String,
+}
+
+impl Region {
+    pub fn executable(&self) -> bool {
+        self.perms.as_bytes().get(2) == Some(&b'x')
+    }
+
+    /// Anonymous memory, neither a file nor one of the kernel's named areas.
+    pub fn anonymous(&self) -> bool {
+        self.inode == 0 && self.name.is_empty()
+    }
+
+    /// The mapped file, when this maps one that still exists.
+    fn file(self) -> Option<Mapping> {
+        if self.inode == 0 || !self.name.starts_with('/') || self.name.ends_with(" (deleted)") {
+            return None;
+        }
+        Some(Mapping {
+            start: self.start,
+            offset: self.offset,
+            dev: self.dev,
+            inode: self.inode,
+            path: PathBuf::from(self.name),
+        })
+    }
+}
+
+/// Every mapping of the process.
+pub fn regions(pid: u32) -> io::Result<Vec<Region>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    Ok(text.lines().filter_map(parse_region).collect())
+}
+
+fn parse_region(line: &str) -> Option<Region> {
     // "start-end perms offset major:minor inode   path" (the path may hold spaces).
     let mut rest = line;
     let mut field = || {
@@ -33,23 +77,27 @@ fn parse_maps_line(line: &str) -> Option<Mapping> {
         f
     };
     let range = field();
-    let _perms = field();
+    let perms = field().to_string();
     let offset = u64::from_str_radix(field(), 16).ok()?;
     let (major, minor) = field().split_once(':')?;
     let inode: u64 = field().parse().ok()?;
-    let path = rest.trim_start();
-    if inode == 0 || !path.starts_with('/') || path.ends_with(" (deleted)") {
-        return None;
-    }
-    let start = u64::from_str_radix(range.split_once('-')?.0, 16).ok()?;
+    let name = rest.trim_start().to_string();
+    let (start, end) = range.split_once('-')?;
     let dev = (u64::from_str_radix(major, 16).ok()? << 32) | u64::from_str_radix(minor, 16).ok()?;
-    Some(Mapping {
-        start,
+    Some(Region {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        perms,
         offset,
         dev,
         inode,
-        path: PathBuf::from(path),
+        name,
     })
+}
+
+#[cfg(test)]
+fn parse_maps_line(line: &str) -> Option<Mapping> {
+    parse_region(line)?.file()
 }
 
 /// A mapped file as the target sees it, readable from here even across mount namespaces.
@@ -91,6 +139,15 @@ fn parse_stat(text: &str) -> Option<Stat> {
 /// Real and effective uid of a process (from its status file).
 pub fn uids(pid: u32) -> io::Result<(u32, u32)> {
     uids_in(&format!("/proc/{pid}/status"))
+}
+
+/// The process a thread id belongs to (its thread group id: the id itself for a process).
+pub fn tgid(pid: u32) -> io::Result<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Tgid line"))
 }
 
 /// Our own real and effective uid.
@@ -159,6 +216,43 @@ pub fn tracer(pid: u32, tid: u32) -> Option<u32> {
     (tracer != 0).then_some(tracer)
 }
 
+/// What a thread's status file says about its signals, and whether it runs with a shadow
+/// stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadSignals {
+    /// The thread's blocked mask (`SigBlk`): bit `n - 1` for signal `n`.
+    pub blocked: u64,
+    /// The process's signals with a handler (`SigCgt`).
+    pub caught: u64,
+    /// The process's signals set to `SIG_IGN` (`SigIgn`).
+    pub ignored: u64,
+    /// x86 user shadow stack (CET) enabled (`x86_Thread_features: shstk`).
+    pub shadow_stack: bool,
+}
+
+pub fn thread_signals(pid: u32, tid: u32) -> io::Result<ThreadSignals> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))?;
+    parse_thread_signals(&text)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no signal masks in status"))
+}
+
+fn parse_thread_signals(text: &str) -> Option<ThreadSignals> {
+    let mask = |key: &str| -> Option<u64> {
+        let hex = text.lines().find_map(|l| l.strip_prefix(key))?.trim();
+        u64::from_str_radix(hex, 16).ok()
+    };
+    let shadow_stack = text
+        .lines()
+        .find_map(|l| l.strip_prefix("x86_Thread_features:"))
+        .is_some_and(|f| f.split_whitespace().any(|w| w == "shstk"));
+    Some(ThreadSignals {
+        blocked: mask("SigBlk:")?,
+        caught: mask("SigCgt:")?,
+        ignored: mask("SigIgn:")?,
+        shadow_stack,
+    })
+}
+
 /// `kernel.yama.ptrace_scope`, when the Yama module is there.
 pub fn yama_ptrace_scope() -> Option<u32> {
     std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
@@ -216,6 +310,30 @@ mod tests {
         assert!(parse_maps_line("7ffd-7ffe rw-p 00000000 00:00 0  [stack]").is_none());
         assert!(parse_maps_line("7ffd-7ffe rw-p 00000000 00:00 0").is_none());
         assert!(parse_maps_line("7ffd-7ffe r--p 00000000 fd:01 9 /tmp/x.so (deleted)").is_none());
+    }
+
+    #[test]
+    fn regions_keep_anonymous_mappings_and_their_permissions() {
+        let r = parse_region("7f00aa000000-7f00aa001000 r-xp 00000000 00:00 0 ").unwrap();
+        assert_eq!((r.start, r.end), (0x7f00_aa00_0000, 0x7f00_aa00_1000));
+        assert!(r.executable() && r.anonymous());
+        let s = parse_region("7ffd-7ffe rw-p 00000000 00:00 0  [stack]").unwrap();
+        assert!(!s.executable() && !s.anonymous());
+    }
+
+    #[test]
+    fn thread_signals_parse_from_a_status_file() {
+        let text = "Name:\tpython3\nSigQ:\t0/1\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n\
+                    SigBlk:\t0000000000000002\nSigIgn:\t0000000001001000\nSigCgt:\t0000000100000002\n\
+                    x86_Thread_features:\tshstk wrss\n";
+        let s = parse_thread_signals(text).unwrap();
+        assert_eq!(s.blocked, 2);
+        assert_eq!(s.ignored, 0x0100_1000);
+        assert_eq!(s.caught, 0x1_0000_0002);
+        assert!(s.shadow_stack);
+        // Rust's runtime sets SIGPIPE to SIG_IGN at start.
+        let mine = thread_signals(std::process::id(), std::process::id()).unwrap();
+        assert_ne!(mine.ignored & (1 << (libc::SIGPIPE - 1)), 0, "{mine:?}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The system calls nix has no safe wrapper for: the XSAVE register set of a stopped tracee and
-//! `tgkill`. All `unsafe` of the crate is here.
+//! The ptrace requests nix has no safe wrapper for: the XSAVE register set and the signal mask of
+//! a stopped tracee, and the bytes of its FXSAVE area. All `unsafe` of the crate is here.
 
 use nix::errno::Errno;
 
@@ -51,10 +51,38 @@ pub fn set_xstate(tid: i32, state: &[u8]) -> Result<(), Errno> {
     Errno::result(ret).map(drop)
 }
 
-/// Sends `signal` to thread `tid` of process `pid` (to re-deliver a signal held back during an
-/// injected call to the thread it was meant for).
-pub fn tgkill(pid: i32, tid: i32, signal: i32) -> Result<(), Errno> {
-    // SAFETY: tgkill takes three integers and touches no memory of ours.
-    let ret = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
+/// The bytes of the legacy FXSAVE area as ptrace's `NT_PRFPREG` gives it (for a signal frame).
+pub fn fpregs_bytes(fx: &libc::user_fpregs_struct) -> Vec<u8> {
+    let len = std::mem::size_of::<libc::user_fpregs_struct>();
+    let mut out = vec![0u8; len];
+    // SAFETY: `user_fpregs_struct` is plain data (integers and integer arrays, no padding that
+    // matters: every byte is copied as the kernel wrote it); `fx` is a valid reference for `len`
+    // bytes and `out` is a distinct buffer of `len` bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (fx as *const libc::user_fpregs_struct).cast::<u8>(),
+            out.as_mut_ptr(),
+            len,
+        );
+    }
+    out
+}
+
+/// `PTRACE_SETSIGMASK` (linux/ptrace.h): the blocked mask of a ptrace-stopped thread.
+const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
+
+/// Sets the blocked signal mask of a ptrace-stopped thread (bit `n - 1` for signal `n`).
+pub fn set_sigmask(tid: i32, mask: u64) -> Result<(), Errno> {
+    let mut m = mask;
+    // SAFETY: PTRACE_SETSIGMASK reads `addr` (= 8, the kernel's sigset size) bytes from `data`,
+    // which points to `m`, alive for the call.
+    let ret = unsafe {
+        libc::ptrace(
+            PTRACE_SETSIGMASK,
+            tid,
+            std::mem::size_of::<u64>() as *mut libc::c_void,
+            &mut m as *mut u64,
+        )
+    };
     Errno::result(ret).map(drop)
 }

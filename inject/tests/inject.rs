@@ -35,6 +35,15 @@ for i in range(200):
     libc.usleep(10000)
 ";
 
+/// A test whose environment is missing: skipped here, a failure in CI (`CI=true`).
+fn missing(why: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true and the environment is missing: {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
 fn counter_output() -> String {
     (0..200).map(|i| format!("{i}\n")).collect()
 }
@@ -195,7 +204,7 @@ fn a_missing_library_or_entry_is_reported_and_the_target_is_unharmed() {
 #[test]
 fn a_target_traced_by_another_tracer_is_refused() {
     if Command::new("strace").arg("-V").output().is_err() {
-        eprintln!("skipped: strace is not installed");
+        missing("strace is not installed");
         return;
     }
     let mut target = Command::new(PYTHON)
@@ -302,7 +311,7 @@ fn a_target_exiting_during_the_attach_is_a_clean_error() {
 #[test]
 fn another_users_process_is_refused() {
     if !nix_is_root() {
-        eprintln!("skipped: not root, cannot start a process as another uid");
+        missing("not root, cannot start a process as another uid");
         return;
     }
     let mut child = Command::new("sleep").arg("10").uid(65534).spawn().unwrap();
@@ -363,7 +372,7 @@ fn cpu_plugin_env() -> Option<(PathBuf, PathBuf)> {
     let home = std::env::var_os("HOME")?;
     let python = Path::new(&home).join(".cache/tpuscope/envs/jax/bin/python");
     if !python.exists() {
-        eprintln!("skipped: {} is missing", python.display());
+        missing(&format!("{} is missing", python.display()));
         return None;
     }
     let plugin = match std::env::var_os("TPUSCOPE_TEST_CPU_PLUGIN") {
@@ -380,7 +389,7 @@ fn cpu_plugin_env() -> Option<(PathBuf, PathBuf)> {
         }
     };
     if !plugin.is_file() {
-        eprintln!("skipped: the CPU plugin {} is missing", plugin.display());
+        missing(&format!("the CPU plugin {} is missing", plugin.display()));
         return None;
     }
     Some((python, plugin))
