@@ -6,8 +6,6 @@ use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::Child;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +16,7 @@ use tpuscope_core::event::Record;
 use tpuscope_tui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use tpuscope_tui::{Action, App, Extra, Model, RunState, term};
 
+use crate::hangup::Hangup;
 use crate::live_stream::{self, Chunk};
 use crate::torch_logs::LogCache;
 
@@ -259,18 +258,82 @@ impl Rebuilder {
 /// The workload started by `tpuscope run`, while the view shows it.
 pub struct Workload {
     pub child: Child,
-    pub output: Receiver<String>,
-    /// Set by SIGTERM/SIGHUP sent to tpuscope: passed on to the workload, and the view closes.
-    pub terminate: Arc<AtomicBool>,
+    /// Its output: the log file it writes (it owns its output: the file outlives tpuscope).
+    pub output: LogTail,
+    /// SIGTERM, SIGINT and SIGQUIT sent to tpuscope, passed on to the workload (which runs in a
+    /// process group of its own, out of the terminal's reach); SIGTERM also closes the view.
+    pub signals: crate::run::Forwarded,
 }
 
-/// Runs the view until the user quits; returns the workload's exit status if it ended meanwhile.
+/// Reads what the workload appended to its log since the last look.
+pub struct LogTail {
+    file: std::fs::File,
+    /// The end of a line not yet complete.
+    partial: Vec<u8>,
+}
+
+/// Bytes read from the log at most per look, so that a workload printing fast never holds up
+/// keys and redraws (the rest is read at the next look).
+const TAIL_STEP: usize = 1 << 20;
+
+impl LogTail {
+    pub fn new(file: std::fs::File) -> LogTail {
+        LogTail {
+            file,
+            partial: Vec::new(),
+        }
+    }
+
+    /// New bytes, at most [`TAIL_STEP`] (nothing on a read error: the next look tries again).
+    fn bytes(&mut self) -> Vec<u8> {
+        use std::io::Read;
+        let mut buf = Vec::new();
+        let _ = (&mut self.file)
+            .take(TAIL_STEP as u64)
+            .read_to_end(&mut buf);
+        buf
+    }
+
+    /// The complete lines appended since the last look.
+    fn lines(&mut self) -> Vec<String> {
+        let bytes = self.bytes();
+        self.partial.extend_from_slice(&bytes);
+        let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
+            return Vec::new();
+        };
+        let rest = self.partial.split_off(end + 1);
+        let done = std::mem::replace(&mut self.partial, rest);
+        String::from_utf8_lossy(&done)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Copies what was appended to `out` as it is (a line the view had begun first); false once
+    /// `out` fails (the terminal is gone).
+    fn copy_to(&mut self, out: &mut impl Write) -> bool {
+        let mut bytes = std::mem::take(&mut self.partial);
+        bytes.extend(self.bytes());
+        bytes.is_empty() || (out.write_all(&bytes).is_ok() && out.flush().is_ok())
+    }
+}
+
+/// How the view ended.
+struct Left {
+    /// The workload's status, when it ended while the view was open.
+    exited: Option<std::process::ExitStatus>,
+    /// The terminal went away.
+    terminal_lost: bool,
+}
+
+/// Runs the view until the user quits, it is time to leave, or the terminal is lost.
 fn run_loop(
     label: &str,
     mut feed: Feed,
     mut workload: Option<&mut Workload>,
     leave: Option<&crate::attach::Leave>,
-) -> Result<Option<std::process::ExitStatus>> {
+    hangup: &Hangup,
+) -> Result<Left> {
     term::install_panic_hook();
     let mut terminal = term::init().context("cannot open the terminal for the live view")?;
     let start = Instant::now();
@@ -282,21 +345,19 @@ fn run_loop(
     let mut exited = None;
     let mut need_draw = true;
     let result = loop {
-        if leave.is_some_and(crate::attach::Leave::due) {
+        if hangup.lost() || leave.is_some_and(crate::attach::Leave::due) {
             break Ok(exited);
         }
         feed.drain(&rebuilder);
         if let Some(w) = workload.as_deref_mut() {
-            while let Ok(line) = w.output.try_recv() {
-                output.push(line);
-                feed.new_data = true;
-            }
+            let lines = w.output.lines();
+            feed.new_data |= !lines.is_empty();
+            output.extend(lines);
             if output.len() > OUTPUT_LINES {
                 output.drain(..output.len() - OUTPUT_LINES);
             }
-            if w.terminate.swap(false, Ordering::SeqCst) {
-                let pid = nix::unistd::Pid::from_raw(i32::try_from(w.child.id()).unwrap_or(0));
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            if w.signals.pass_on(w.child.id()) {
+                // SIGTERM: the workload is asked to stop; its end shows on the terminal.
                 break Ok(exited);
             }
             if exited.is_none() {
@@ -346,55 +407,74 @@ fn run_loop(
         }
         app.tick(now_ms(start));
         if need_draw || last_draw.elapsed() >= IDLE_REDRAW {
-            terminal
+            if terminal
                 .draw(|f| tpuscope_tui::draw_app(f, &mut app))
-                .context("drawing the live view")?;
+                .is_err()
+            {
+                // A terminal that cannot be drawn on is gone (the hang-up may not have been
+                // seen yet).
+                hangup.mark_lost();
+                continue;
+            }
             last_draw = Instant::now();
             need_draw = false;
         }
-        if event::poll(POLL).context("reading the terminal")? {
-            match event::read().context("reading the terminal")? {
-                Event::Key(k) if k.kind != KeyEventKind::Release => {
-                    need_draw = true;
-                    if app.handle_key(k, now_ms(start)) == Action::Quit
-                        || (k.code == KeyCode::Char('q') && !app.editing_filter())
-                    {
-                        break Ok(exited);
-                    }
-                }
-                Event::Resize(..) => need_draw = true,
-                _ => {}
+        let key = match event::poll(POLL).and_then(|ready| ready.then(event::read).transpose()) {
+            Ok(k) => k,
+            Err(_) => {
+                hangup.mark_lost();
+                continue;
             }
+        };
+        match key {
+            Some(Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                need_draw = true;
+                if app.handle_key(k, now_ms(start)) == Action::Quit
+                    || (k.code == KeyCode::Char('q') && !app.editing_filter())
+                {
+                    break Ok(exited);
+                }
+            }
+            Some(Event::Resize(..)) => need_draw = true,
+            _ => {}
         }
     };
     term::restore();
-    result
+    result.map(|exited| Left {
+        exited,
+        terminal_lost: hangup.lost(),
+    })
 }
 
-/// `tpuscope attach <pid>`.
+/// `tpuscope attach <pid>`: until the user quits, it is time to leave, or the terminal is lost.
 pub fn attach(pid: u32, stream: UnixStream, leave: &crate::attach::Leave) -> Result<i32> {
+    let hangup = Hangup::watch()?;
     let feed = Feed::new(Some(live_stream::spawn_reader(stream)));
-    run_loop(&format!("pid {pid}"), feed, None, Some(leave))?;
+    run_loop(&format!("pid {pid}"), feed, None, Some(leave), &hangup)?;
     Ok(0)
 }
 
 /// `tpuscope run` in a terminal: the view of the workload while it runs. When the user leaves
-/// the view before the workload ends, its output continues on the terminal.
+/// the view before the workload ends, its output continues on the terminal; when the terminal
+/// is lost, tpuscope waits for the workload quietly. Either way the workload's status is the
+/// answer.
 pub fn run_workload(mut w: Workload) -> Result<std::process::ExitStatus> {
+    let hangup = Hangup::watch()?;
     let feed = Feed::new(None);
     let label = format!("pid {}", w.child.id());
-    if let Some(status) = run_loop(&label, feed, Some(&mut w), None)? {
+    let left = run_loop(&label, feed, Some(&mut w), None, &hangup)?;
+    if let Some(status) = left.exited {
         return Ok(status);
     }
     // The view is closed but the workload runs on: pass its output through until it ends.
     let mut out = std::io::stdout();
+    let mut printing = !left.terminal_lost;
     loop {
-        while let Ok(line) = w.output.try_recv() {
-            let _ = writeln!(out, "{line}");
-        }
+        printing = printing && !hangup.lost() && w.output.copy_to(&mut out);
+        w.signals.pass_on(w.child.id());
         if let Some(status) = w.child.try_wait().context("waiting for the workload")? {
-            while let Ok(line) = w.output.try_recv() {
-                let _ = writeln!(out, "{line}");
+            if printing && !hangup.lost() {
+                w.output.copy_to(&mut out);
             }
             return Ok(status);
         }

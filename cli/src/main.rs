@@ -6,6 +6,7 @@ mod doctor;
 mod dump;
 mod env_cmd;
 mod export_cmd;
+mod hangup;
 mod live_stream;
 mod live_ui;
 mod locate;

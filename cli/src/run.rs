@@ -412,75 +412,86 @@ pub fn run(args: &RunArgs) -> Result<i32> {
     Ok(exit_code(status))
 }
 
-/// Runs the workload with its output in the live view (and in a log file in `dir`); returns its
-/// status and the log's path.
+/// Runs the workload with its output in the live view; returns its status and its log's path.
 /// `notice` is shown first in the Output tab (the terminal's stderr is behind the view).
+///
+/// The workload owns its output: it writes into a log file in `dir` (which the view reads), not
+/// into a pipe of tpuscope's, and it runs in a process group of its own, so that neither
+/// tpuscope's death nor the terminal's hang-up reaches it. Signals sent to tpuscope are passed
+/// on (`Forwarded`).
 fn run_with_live_view(
     command: &mut Command,
     dir: &Path,
     notice: Option<String>,
 ) -> Result<(ExitStatus, PathBuf)> {
-    use std::io::{BufRead, BufReader, Write as _};
+    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
-    use std::sync::Mutex;
-    use std::sync::mpsc;
 
-    // The view owns the terminal: the workload reads nothing from it and writes into pipes
-    // (unbuffered, so its lines show as they are printed).
+    let log_path = dir.join(format!("tpuscope-run-{}.log", std::process::id()));
+    let log = std::fs::File::options()
+        .append(true)
+        .create_new(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    if let Some(n) = notice {
+        // First in the log too: the view shows the log.
+        use std::io::Write as _;
+        writeln!(&log, "{n}").with_context(|| format!("writing {}", log_path.display()))?;
+    }
+    let reader = std::fs::File::open(&log_path)
+        .with_context(|| format!("cannot read {}", log_path.display()))?;
     command
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env("PYTHONUNBUFFERED", "1");
-    let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-        signal_hook::flag::register(sig, Arc::clone(&term))
-            .context("cannot install signal handlers")?;
-    }
-    let mut child = command.spawn()?;
-    let log_path = dir.join(format!("tpuscope-run-{}.log", child.id()));
-    let log = Arc::new(Mutex::new(
-        std::fs::File::create(&log_path)
-            .with_context(|| format!("cannot create {}", log_path.display()))?,
-    ));
-    let (tx, rx) = mpsc::channel();
-    if let Some(n) = notice {
-        let _ = tx.send(n);
-    }
-    let pipes: Vec<Box<dyn std::io::Read + Send>> = [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    for pipe in pipes {
-        let (tx, log) = (tx.clone(), Arc::clone(&log));
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(mut f) = log.lock() {
-                    let _ = writeln!(f, "{line}");
-                }
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    drop(tx);
+        .stdout(
+            log.try_clone()
+                .context("duplicating the log's descriptor")?,
+        )
+        .stderr(log)
+        // Unbuffered, so that its lines show as they are printed.
+        .env("PYTHONUNBUFFERED", "1")
+        .process_group(0);
+    let signals = Forwarded::install()?;
+    let child = command.spawn()?;
     let status = crate::live_ui::run_workload(crate::live_ui::Workload {
         child,
-        output: rx,
-        terminate: term,
+        output: crate::live_ui::LogTail::new(reader),
+        signals,
     })?;
     Ok((status, log_path))
+}
+
+/// Signals sent to tpuscope while the workload runs in a process group of its own (the live
+/// view): SIGTERM, SIGINT and SIGQUIT are passed on to it. SIGHUP is not: it means the terminal
+/// went away, which ends the view, never the workload.
+pub struct Forwarded {
+    flags: [(Arc<AtomicBool>, nix::sys::signal::Signal); 3],
+}
+
+impl Forwarded {
+    fn install() -> Result<Forwarded> {
+        use nix::sys::signal::Signal;
+        let flags = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGQUIT]
+            .map(|sig| (Arc::new(AtomicBool::new(false)), sig));
+        for (flag, sig) in &flags {
+            signal_hook::flag::register(*sig as i32, Arc::clone(flag))
+                .context("cannot install signal handlers")?;
+        }
+        Ok(Forwarded { flags })
+    }
+
+    /// Passes on what arrived since the last call to process `pid`; whether SIGTERM was among it.
+    pub fn pass_on(&self, pid: u32) -> bool {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0));
+        let mut terminate = false;
+        for (flag, sig) in &self.flags {
+            if flag.swap(false, Ordering::SeqCst) {
+                // Gone already: nothing to pass on to.
+                let _ = nix::sys::signal::kill(pid, *sig);
+                terminate |= *sig == nix::sys::signal::Signal::SIGTERM;
+            }
+        }
+        terminate
+    }
 }
 
 /// Where dynamo's `TORCH_TRACE` logs of a torch workload go.
