@@ -10,7 +10,6 @@
 //! timeline, whose origin is the earliest host's start.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +18,7 @@ use serde_json::{Value, json};
 use tpuscope_analyzers::flame::{self, FlameKind};
 use tpuscope_analyzers::steps::executable_names;
 use tpuscope_core::event::{Direction, ErrorInfo, Execute, ExecuteComplete, Record, StackId};
+use tpuscope_core::stream::TraceFile;
 use tpuscope_core::{ReadError, Streamed, Trace, TraceStream};
 
 use crate::output::Output;
@@ -96,7 +96,7 @@ fn read_error(path: &Path, e: ReadError) -> anyhow::Error {
 
 /// The rest of a merged job file, whole: one trace per host with its events.
 fn collect_segments(
-    mut stream: TraceStream<File>,
+    mut stream: TraceStream<TraceFile>,
     first: Option<Streamed>,
 ) -> Result<Vec<Trace>, ReadError> {
     let mut done = Vec::new();
@@ -124,7 +124,7 @@ fn collect_segments(
 /// goes (memory: the distinct stacks).
 fn export_stream(
     args: &ExportArgs,
-    mut stream: TraceStream<File>,
+    mut stream: TraceStream<TraceFile>,
     first: Option<Streamed>,
     w: &mut impl Write,
 ) -> Result<()> {

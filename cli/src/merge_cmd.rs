@@ -5,7 +5,6 @@
 //! collector wrote them); only a `Segment` record is added before each host. See
 //! docs/trace-format.md, "Merged job files".
 
-use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -136,7 +135,9 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
 fn read(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
     let cannot = |e| anyhow!("{}: cannot read: {e}", path.display());
-    let mut f = fs::File::open(path).map_err(cannot)?;
+    // A FIFO with no writer is refused, not waited on.
+    let mut f = tpuscope_core::stream::TraceFile::open(path)
+        .map_err(|e| crate::dump::read_error(path, e))?;
     // The header first: a large file that is not a trace, or an endless device, is refused
     // after 16 bytes.
     let mut bytes = Vec::new();

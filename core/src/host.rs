@@ -1,7 +1,7 @@
 //! What core reads from the host it runs on: the live-socket directory (its place, ownership and
 //! mode), this process's uid, and the live viewer's memory limit from the environment.
 //!
-//! This module is core's I/O edge: with [`crate::stream::TraceStream::open`], the only code of core
+//! This module is core's I/O edge: with [`crate::stream::TraceFile`], the only code of core
 //! allowed to touch the file system or the environment (`core/clippy.toml` bans them elsewhere).
 //! The event model, the format, the readers and the decoders take bytes and return values.
 #![allow(

@@ -4,7 +4,8 @@
 //! [`reader::read_trace`].
 //!
 //! Core reads no clock and does no I/O of its own except at its edge: [`host`] (the live-socket
-//! directory, the uid, the environment) and [`stream::TraceStream::open`]. The bans are listed in
+//! directory, the uid, the environment) and [`stream::TraceFile`] (opening a trace input, for
+//! [`stream::TraceStream::open`] and the readers that want its bytes). The bans are listed in
 //! `core/clippy.toml`; tests, benches and examples are separate crates and may use files.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 

@@ -273,26 +273,138 @@ pub struct TraceStream<R> {
     len_hint: Option<u64>,
 }
 
-// Opening a trace is one of core's two I/O edges (the other is `crate::host`): everything after it
-// reads from any `Read`.
+/// How long a FIFO given as a trace may have no writer before it is refused: long enough for a
+/// writer started just after the reader (`tpuscope dump p & producer > p`), short enough that
+/// a FIFO nobody writes never hangs a command.
+pub const FIFO_WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+/// One wait for a writer's first bytes; the wait above is counted in these steps (no clock).
+const FIFO_POLL_STEP_MS: u32 = 50;
+
+/// A trace input opened for reading: a regular file, or a FIFO, pipe or device that has a writer
+/// (or data). Reads give the input's bytes from its start.
+///
+/// Opening it is one of core's two I/O edges (the other is `crate::host`): everything after it
+/// reads from any `Read`.
 #[expect(
     clippy::disallowed_types,
     reason = "opening the file is the one I/O of reading a trace"
 )]
-impl TraceStream<std::fs::File> {
-    /// Opens a trace file (or FIFO, or device) and checks its header; nothing more is read.
-    pub fn open(path: &Path) -> Result<Self, ReadError> {
+pub struct TraceFile {
+    file: std::fs::File,
+    /// A byte read while looking for a FIFO's writer, given back first.
+    first: Option<u8>,
+    /// The length of a regular file.
+    len: Option<u64>,
+}
+
+#[expect(
+    clippy::disallowed_types,
+    reason = "opening the file is the one I/O of reading a trace"
+)]
+impl TraceFile {
+    /// Opens `path` without ever blocking on it: a FIFO is opened without waiting for a writer,
+    /// then given [`FIFO_WRITER_WAIT`] to have one (a writer already there, even one not writing
+    /// yet, is found at once); with none it is refused. A directory is refused.
+    pub fn open(path: &Path) -> Result<TraceFile, ReadError> {
+        use rustix::fs::OFlags;
         let label = path.display().to_string();
-        let io_err = |err| ReadError::Io {
+        let io_err = |err: io::Error| ReadError::Io {
             path: label.clone(),
             err,
         };
-        let mut f = std::fs::File::open(path).map_err(io_err)?;
-        let meta = f.metadata().map_err(io_err)?;
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| io_err(e.into()))?;
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata().map_err(io_err)?;
         if meta.is_dir() {
             return Err(io_err(io::Error::from(io::ErrorKind::IsADirectory)));
         }
-        let len = meta.is_file().then_some(meta.len());
+        let first = if std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) {
+            wait_for_writer(&file).map_err(io_err)?
+        } else {
+            None
+        };
+        // From here on reads wait for data, as on any file.
+        let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| io_err(e.into()))?;
+        rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK).map_err(|e| io_err(e.into()))?;
+        Ok(TraceFile {
+            file,
+            first,
+            len: meta.is_file().then_some(meta.len()),
+        })
+    }
+
+    /// The length of a regular file; `None` for a FIFO, pipe or device.
+    pub fn file_len(&self) -> Option<u64> {
+        self.len
+    }
+}
+
+impl Read for TraceFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let (Some(b), Some(slot)) = (self.first, buf.first_mut()) {
+            *slot = b;
+            self.first = None;
+            return Ok(1);
+        }
+        self.file.read(buf)
+    }
+}
+
+/// Waits up to [`FIFO_WRITER_WAIT`] for a writer of the FIFO `file` (opened non-blocking);
+/// returns the byte a read took, if one did. A writer that came and left without writing is an
+/// empty input, not a missing writer.
+#[expect(
+    clippy::disallowed_types,
+    reason = "opening the file is the one I/O of reading a trace"
+)]
+fn wait_for_writer(file: &std::fs::File) -> io::Result<Option<u8>> {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let step = Timespec {
+        tv_sec: 0,
+        tv_nsec: i64::from(FIFO_POLL_STEP_MS) * 1_000_000,
+    };
+    let steps = FIFO_WRITER_WAIT.as_millis() / u128::from(FIFO_POLL_STEP_MS);
+    let mut writer_left = false;
+    for _ in 0..steps {
+        let mut byte = [0u8; 1];
+        match (&*file).read(&mut byte) {
+            Ok(1) => return Ok(Some(byte[0])),
+            // No data and no writer: one came and went (the input is empty), or none came yet.
+            Ok(_) if writer_left => return Ok(None),
+            Ok(_) => {}
+            // A writer holds the FIFO open and has not written yet.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        let mut fds = [PollFd::new(file, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&step)) {
+            Ok(_) => writer_left = fds[0].revents().contains(PollFlags::HUP),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "a FIFO with no writer (none came in {} s): start the program that writes it first",
+            FIFO_WRITER_WAIT.as_secs()
+        ),
+    ))
+}
+
+impl TraceStream<TraceFile> {
+    /// Opens a trace file (or FIFO, or device: see [`TraceFile::open`]) and checks its header;
+    /// nothing more is read.
+    pub fn open(path: &Path) -> Result<Self, ReadError> {
+        let label = path.display().to_string();
+        let mut f = TraceFile::open(path)?;
+        let len = f.file_len();
         let header = read_header(&mut f, len, &label)?;
         Ok(TraceStream::with_header(f, header, label, len))
     }

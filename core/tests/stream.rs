@@ -1,7 +1,7 @@
 //! The streaming reader (`stream::TraceStream`) on inputs larger than its windows: damage longer
 //! than a resync window, frames longer than what a resync finds, and record-by-record reading
-//! of a merged file. (`fuzz_reader.rs` checks streamed == whole on every mutant, with tiny
-//! windows.)
+//! of a merged file; and opening a FIFO (`stream::TraceFile`). (`fuzz_reader.rs` checks
+//! streamed == whole on every mutant, with tiny windows.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -146,4 +146,57 @@ fn the_header_is_all_that_is_read_of_a_non_trace() {
         TraceStream::new(Endless(0), "x"),
         Err(ReadError::NotATrace)
     ));
+}
+
+fn mkfifo(p: &std::path::Path) {
+    let st = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mkfifo {}", p.display());
+}
+
+#[test]
+fn a_fifo_is_read_from_its_first_byte_and_refused_without_a_writer() {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    use tpuscope_core::stream::{FIFO_WRITER_WAIT, TraceFile};
+    let dir = tempfile::tempdir().unwrap();
+    // A writer that comes after the reader opened, then writes: every byte arrives, the one
+    // taken while looking for the writer first.
+    let p = dir.path().join("late");
+    mkfifo(&p);
+    let writer = {
+        let p = p.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let mut f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+            f.write_all(b"0123456789").unwrap();
+        })
+    };
+    let mut f = TraceFile::open(&p).unwrap();
+    assert_eq!(f.file_len(), None);
+    let mut got = Vec::new();
+    f.read_to_end(&mut got).unwrap();
+    writer.join().unwrap();
+    assert_eq!(got, b"0123456789");
+    // No writer at all: refused once the wait is over, naming the FIFO.
+    let p = dir.path().join("nobody");
+    mkfifo(&p);
+    let start = Instant::now();
+    let e = TraceFile::open(&p).err().unwrap();
+    let took = start.elapsed();
+    assert!(took >= FIFO_WRITER_WAIT, "{took:?}");
+    assert!(took < FIFO_WRITER_WAIT * 4, "{took:?}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "{}: cannot read: a FIFO with no writer",
+            p.display()
+        )),
+        "{e}"
+    );
+    // A regular file: its length is known.
+    let r = dir.path().join("file");
+    std::fs::write(&r, b"abc").unwrap();
+    assert_eq!(TraceFile::open(&r).unwrap().file_len(), Some(3));
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tpuscope_core::event::SEGMENT_KIND;
 use tpuscope_core::format::{HEADER_LEN, parse_frame_header};
+use tpuscope_core::stream::TraceFile;
 use tpuscope_core::{Completeness, ReadError, Trace, TraceBuilder, read_trace, read_traces};
 
 /// The sample opened when no trace is given: a real JAX run that recompiles its train step.
@@ -47,11 +48,15 @@ impl Follower {
 
     /// Reads what was appended since the last call; returns how many records it held.
     pub fn poll(&mut self) -> Result<usize, String> {
-        let mut f = File::open(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
-        let len = f
-            .metadata()
-            .map_err(|e| format!("{}: {e}", self.path.display()))?
-            .len();
+        let shown = self.path.display();
+        // Opening a FIFO put in the file's place would wait for a writer: looked at first.
+        if !std::fs::metadata(&self.path).is_ok_and(|m| m.is_file()) {
+            return Err(format!(
+                "{shown}: no longer a regular file; reopen it to read what is there now"
+            ));
+        }
+        let mut f = File::open(&self.path).map_err(|e| format!("{shown}: {e}"))?;
+        let len = f.metadata().map_err(|e| format!("{shown}: {e}"))?.len();
         if len < self.offset {
             // Replaced or truncated under us: what was read no longer describes the file.
             return Err(format!(
@@ -129,22 +134,27 @@ impl Source {
         }
     }
 
-    /// Opens a trace file. It is followed when `follow` is set, or when it has no end record
-    /// (its writer may still be running).
+    /// Opens a trace file. A regular file is followed when `follow` is set, or when it has no
+    /// end record (its writer may still be running); a FIFO or device is read once.
     pub fn open(path: &Path, follow: bool) -> Source {
+        match read_checked(path) {
+            Ok((bytes, regular)) => Source::from_file(path, &bytes, follow && regular, regular),
+            Err(e) => Source::failed(&path.display().to_string(), Some(path), e),
+        }
+    }
+
+    /// A trace read from `path`; followed when `follow`, or when `may_grow` and it has no end
+    /// record.
+    fn from_file(path: &Path, bytes: &[u8], follow: bool, may_grow: bool) -> Source {
         let label = path.display().to_string();
-        let bytes = match read_checked(path) {
-            Ok(b) => b,
-            Err(e) => return Source::failed(&label, Some(path), e),
-        };
-        let trace = match read_trace(&bytes) {
+        let trace = match read_trace(bytes) {
             Ok(t) => t,
             Err(e) => return Source::failed(&label, Some(path), format!("{label}: {e}")),
         };
-        let growing = matches!(trace.completeness, Completeness::NoEndRecord { .. });
+        let growing = may_grow && matches!(trace.completeness, Completeness::NoEndRecord { .. });
         if follow || growing {
             drop(trace);
-            match Follower::new(path, &bytes) {
+            match Follower::new(path, bytes) {
                 Ok(f) => Source {
                     label,
                     path: Some(path.to_path_buf()),
@@ -163,19 +173,16 @@ impl Source {
         }
     }
 
-    /// The hosts of a merged job file (`tpuscope merge`), one source each in the file's order
-    /// (process index); `None` when `path` is not a merged file. Never followed: a merge is
-    /// written whole.
-    pub fn open_segments(path: &Path) -> Option<Vec<Source>> {
+    /// The hosts of a merged job file (`tpuscope merge`) read from `path`, one source each in
+    /// the file's order (process index); `None` when `bytes` are not a merged file. Never
+    /// followed: a merge is written whole.
+    fn segments(path: &Path, bytes: &[u8]) -> Option<Vec<Source>> {
         // A merged file starts with a segment record right after the header.
-        let mut head = [0u8; HEADER_LEN + 12];
-        File::open(path).ok()?.read_exact(&mut head).ok()?;
-        let first = parse_frame_header(head.get(HEADER_LEN..)?)?;
+        let first = parse_frame_header(bytes.get(HEADER_LEN..)?)?;
         if first.kind != SEGMENT_KIND {
             return None;
         }
-        let bytes = std::fs::read(path).ok()?;
-        let traces = read_traces(&bytes).ok()?;
+        let traces = read_traces(bytes).ok()?;
         Some(
             traces
                 .into_iter()
@@ -238,11 +245,17 @@ pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
     }
     let mut out: Vec<Source> = Vec::new();
     for p in paths {
-        if let Some(hosts) = Source::open_segments(p) {
-            out.extend(hosts);
-            continue;
-        }
-        let mut s = Source::open(p, follow);
+        // Read once: a FIFO gives its bytes to one read only.
+        let mut s = match read_checked(p) {
+            Ok((bytes, regular)) => {
+                if let Some(hosts) = Source::segments(p, &bytes) {
+                    out.extend(hosts);
+                    continue;
+                }
+                Source::from_file(p, &bytes, follow && regular, regular)
+            }
+            Err(e) => Source::failed(&p.display().to_string(), Some(p), e),
+        };
         let base = s.label.clone();
         let mut n = 2;
         while out.iter().any(|o| o.label == s.label) {
@@ -254,15 +267,17 @@ pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
     out
 }
 
-/// A trace file's bytes, its header checked first: a large file that is not a trace, or an
-/// endless device, is refused after 16 bytes.
-fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
+/// A trace file's bytes, its header checked first (a large file that is not a trace, or an
+/// endless device, is refused after 16 bytes), and whether it is a regular file (one that may
+/// grow). A FIFO with no writer is refused, not waited on (`TraceFile::open`).
+fn read_checked(path: &Path) -> Result<(Vec<u8>, bool), String> {
     let label = path.display();
     let cannot = |e| format!("{label}: cannot read: {e}");
-    let mut f = File::open(path).map_err(cannot)?;
+    let mut f = TraceFile::open(path).map_err(|e| e.to_string())?;
+    let regular = f.file_len().is_some();
     let mut bytes = Vec::new();
     (&mut f).take(16).read_to_end(&mut bytes).map_err(cannot)?;
     tpuscope_core::reader::parse_header_start(&bytes).map_err(|e| format!("{label}: {e}"))?;
     f.read_to_end(&mut bytes).map_err(cannot)?;
-    Ok(bytes)
+    Ok((bytes, regular))
 }
