@@ -43,7 +43,7 @@ pub fn dump(path: &Path, as_json: bool) -> Result<()> {
                 }
                 Streamed::SegmentDone(prev) => {
                     seg.finish(&prev, &mut out)?;
-                    segment_warnings(path, &prev, &mut warnings);
+                    trace_warnings(path, &prev, &mut warnings);
                 }
             }
         }
@@ -53,7 +53,7 @@ pub fn dump(path: &Path, as_json: bool) -> Result<()> {
         && let Some(last) = stream.finish()
     {
         result = seg.finish(&last, &mut out).map_err(DumpError::from);
-        segment_warnings(path, &last, &mut warnings);
+        trace_warnings(path, &last, &mut warnings);
     }
     let flushed = out.flush();
     match (result, flushed) {
@@ -233,18 +233,22 @@ fn segment_line(trace: &Trace, as_json: bool, out: &mut impl Write) -> io::Resul
     }
 }
 
-fn segment_warnings(path: &Path, trace: &Trace, warnings: &mut Warnings) {
+/// What a reader of `trace` (read from `path`, or one host of it) must know of what it holds: damage
+/// skipped, records too new to read, a cut or a missing end. `dump` and `export` say these.
+pub fn trace_warnings(path: &Path, trace: &Trace, warnings: &mut Warnings) {
     if !trace.damage.is_empty() {
         let bytes: u64 = trace.damage.iter().map(|d| d.len).sum();
         warnings.add(format!(
-            "tpuscope: warning: {} damaged region(s), {bytes} bytes skipped (first at byte {})",
+            "tpuscope: warning: {}: {} damaged region(s), {bytes} bytes skipped (first at byte {})",
+            path.display(),
             trace.damage.len(),
             trace.damage.first().map(|d| d.offset).unwrap_or(0)
         ));
     }
     if trace.unknown_records > 0 {
         warnings.add(format!(
-            "tpuscope: note: {} record(s) of kinds newer than this tpuscope were skipped",
+            "tpuscope: note: {}: {} record(s) of kinds newer than this tpuscope were skipped",
+            path.display(),
             trace.unknown_records
         ));
     }

@@ -21,6 +21,7 @@ use tpuscope_core::event::{Direction, ErrorInfo, Execute, ExecuteComplete, Recor
 use tpuscope_core::stream::TraceFile;
 use tpuscope_core::{ReadError, Streamed, Trace, TraceStream};
 
+use crate::dump::{Warnings, trace_warnings};
 use crate::output::Output;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -67,10 +68,17 @@ pub fn export(args: &ExportArgs) -> Result<i32> {
     let read_err = |e| read_error(&args.trace, e);
     let mut stream = TraceStream::open(&args.trace).map_err(read_err)?;
     let first = stream.next_record().map_err(read_err)?;
+    // What the trace lacks (a cut, damage) is said after the output, which holds the rest.
+    let mut warnings = Warnings::default();
     // A merged job file (a segment marker first): every host, on the job timeline.
     if stream.trace().is_some_and(|t| t.segment.is_some()) {
         let traces = collect_segments(stream, first).map_err(read_err)?;
-        return export_job(args, &traces, out);
+        for t in &traces {
+            trace_warnings(&args.trace, t, &mut warnings);
+        }
+        export_job(args, &traces, out)?;
+        warnings.print();
+        return Ok(0);
     }
     let gz = args
         .output
@@ -80,13 +88,14 @@ pub fn export(args: &ExportArgs) -> Result<i32> {
     // write errors name it already.
     if gz {
         let mut enc = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-        export_stream(args, stream, first, &mut enc)?;
+        export_stream(args, stream, first, &mut enc, &mut warnings)?;
         enc.finish()?.commit()?;
     } else {
         let mut out = out;
-        export_stream(args, stream, first, &mut out)?;
+        export_stream(args, stream, first, &mut out, &mut warnings)?;
         out.commit()?;
     }
+    warnings.print();
     Ok(0)
 }
 
@@ -121,12 +130,13 @@ fn collect_segments(
 
 /// A plain trace, converted as it is read: Chrome events are written as their records arrive
 /// (lane names and the document's tail at the end); a flamegraph sums time per stack as it
-/// goes (memory: the distinct stacks).
+/// goes (memory: the distinct stacks). What the trace lacks goes into `warnings`.
 fn export_stream(
     args: &ExportArgs,
     mut stream: TraceStream<TraceFile>,
     first: Option<Streamed>,
     w: &mut impl Write,
+    warnings: &mut Warnings,
 ) -> Result<()> {
     let read_err = |e| read_error(&args.trace, e);
     let mut item = first;
@@ -148,6 +158,7 @@ fn export_stream(
             let Some(trace) = stream.finish() else {
                 return Err(anyhow!("{}: no trace", args.trace.display()));
             };
+            trace_warnings(&args.trace, &trace, warnings);
             let (meta, other) = chrome.finish(&trace, &mut |v| arr.push(&v))?;
             for m in &meta {
                 arr.push(m)?;
@@ -175,7 +186,10 @@ fn export_stream(
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let folded = match stream.finish() {
-                Some(t) => flame::folded(&sums.into_trace(t), kind),
+                Some(t) => {
+                    trace_warnings(&args.trace, &t, warnings);
+                    flame::folded(&sums.into_trace(t), kind)
+                }
                 None => Vec::new(),
             };
             let svg = flame::svg(&folded, &format!("{what} by Python stack — {name}"))
