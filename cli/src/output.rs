@@ -5,7 +5,8 @@
 //! on [`Output::commit`]; a failed write removes the temporary file and leaves the target as it
 //! was. A character or block device, a FIFO or a socket, and `-` (stdout), are written in place:
 //! they are never replaced nor removed, also when a write fails. A symlink is followed, and the
-//! file it leads to is what is written or replaced; the link itself stays.
+//! file it leads to is what is written or replaced; the link itself stays. A dangling symlink is
+//! refused: the file it names is not one the user made or named, and may be anywhere.
 //!
 //! ```ignore
 //! let mut out = Output::create(&path, force, &[input])?;
@@ -58,7 +59,7 @@ enum Target {
     /// A device, FIFO or socket at this path.
     Special(PathBuf),
     Regular(PathBuf, fs::Metadata),
-    /// Nothing yet (the path, or the end of a dangling symlink).
+    /// Nothing yet at the path (never reached through a symlink).
     New(PathBuf),
 }
 
@@ -350,7 +351,13 @@ fn resolve(path: &Path) -> Result<Target> {
         }
         let m = match fs::symlink_metadata(&p) {
             Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Target::New(p)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && p == path => {
+                return Ok(Target::New(p));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => bail!(
+                "{shown} is a symlink to {}, which does not exist: not written (remove the link, or name the file to write)",
+                p.display()
+            ),
             Err(e) => bail!("cannot write {shown}: {e}"),
         };
         let ft = m.file_type();
@@ -419,19 +426,23 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(fs::read(&real).unwrap(), b"new");
-        // A dangling link: the file it names is created.
+        // A dangling link, also one behind another link: refused, nothing made where it points.
         let dangling = dir.path().join("dangling");
         std::os::unix::fs::symlink("made.json", &dangling).unwrap();
-        let mut out = Output::create(&dangling, false, &[]).unwrap();
-        out.write_all(b"made").unwrap();
-        out.commit().unwrap();
-        assert!(
-            fs::symlink_metadata(&dangling)
-                .unwrap()
-                .file_type()
-                .is_symlink()
-        );
-        assert_eq!(fs::read(dir.path().join("made.json")).unwrap(), b"made");
+        let chained = dir.path().join("chained");
+        std::os::unix::fs::symlink("dangling", &chained).unwrap();
+        for link in [&dangling, &chained] {
+            for force in [false, true] {
+                let e = Output::create(link, force, &[]).err().unwrap();
+                assert!(
+                    e.to_string()
+                        .contains("made.json, which does not exist: not written"),
+                    "{e}"
+                );
+            }
+        }
+        assert!(!dir.path().join("made.json").exists());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 4);
     }
 
     #[test]
