@@ -1,5 +1,5 @@
-//! Files the commands write (`export -o`, `merge -o`): never a half-written file, never a
-//! replaced device, FIFO or symlink, never one of the inputs.
+//! Files the commands write (`export -o`, `merge -o`, `view --screenshot`): never a half-written
+//! file, never a replaced device, FIFO or symlink, never one of the inputs.
 //!
 //! A regular file (or nothing) is written through a temporary file next to it and renamed over it
 //! on [`Output::commit`]; a failed write removes the temporary file and leaves the target as it
@@ -200,15 +200,6 @@ impl Drop for Output {
         if let Sink::Temp { tmp, .. } = &self.sink {
             let _ = fs::remove_file(tmp);
         }
-    }
-}
-
-/// Refuses an output that is one of `inputs` (for outputs written elsewhere, such as `view
-/// --screenshot`): the same file, also through a symlink or a hard link.
-pub fn refuse_inputs(path: &Path, inputs: &[&Path]) -> Result<()> {
-    match fs::metadata(path) {
-        Ok(m) => not_an_input(path, &m, inputs),
-        Err(_) => Ok(()),
     }
 }
 

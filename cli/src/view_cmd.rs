@@ -1,6 +1,7 @@
 //! `tpuscope view`: the GUI over one or several traces.
 
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use tpuscope_core::Trace;
 use tpuscope_gui::whatif::{Launcher, Update};
 use tpuscope_gui::{Tab, ViewOptions, WhatIfSetup};
 
+use crate::output::Output;
 use crate::whatif::Progress;
 
 const AFTER_HELP: &str = "\
@@ -37,9 +39,13 @@ follows any trace. On a machine without a display, run it under xvfb-run:
 pub struct ViewArgs {
     /// Traces: one run, successive runs of one program, or the hosts of one job.
     pub traces: Vec<PathBuf>,
-    /// Render the window into this PNG and exit (needs $DISPLAY; see --help).
+    /// Render the window into this PNG and exit (needs $DISPLAY; see --help). Every trace must
+    /// open, else nothing is written.
     #[arg(long, value_name = "FILE.png")]
     pub screenshot: Option<PathBuf>,
+    /// Overwrite the --screenshot FILE.png if it exists.
+    #[arg(long, requires = "screenshot")]
+    pub force: bool,
     /// Follow the traces as they grow.
     #[arg(long)]
     pub follow: bool,
@@ -87,19 +93,29 @@ pub fn view(args: &ViewArgs) -> Result<i32> {
         })
         .collect();
     let whatif = whatif_setup(args)?;
-    if let Some(shot) = &args.screenshot {
-        let inputs: Vec<&std::path::Path> = args.traces.iter().map(PathBuf::as_path).collect();
-        crate::output::refuse_inputs(shot, &inputs)?;
-    }
-    tpuscope_gui::run(ViewOptions {
+    // Opened first, as `export -o`: a window is not rendered for an output we may not write.
+    let shot = match &args.screenshot {
+        Some(path) => {
+            let inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
+            Some(Output::create(path, args.force, &inputs)?)
+        }
+        None => None,
+    };
+    let png = tpuscope_gui::run(ViewOptions {
         traces: args.traces.clone(),
-        screenshot: args.screenshot.clone(),
+        screenshot: shot.is_some(),
         follow: args.follow,
         tab,
         size,
         torch_logs,
         whatif,
     })?;
+    // Without a PNG the output is dropped unwritten: nothing it held before changes.
+    if let (Some(mut out), Some(png)) = (shot, png) {
+        // The output's write errors name it already.
+        out.write_all(&png)?;
+        out.commit()?;
+    }
     Ok(0)
 }
 

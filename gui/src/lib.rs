@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, anyhow};
+use anyhow::anyhow;
 use eframe::egui;
 
 pub use app::{App, Tab};
@@ -35,8 +35,9 @@ pub use data::Source;
 pub struct ViewOptions {
     /// Traces to open; none: the bundled sample.
     pub traces: Vec<PathBuf>,
-    /// Render the window once into this PNG and exit.
-    pub screenshot: Option<PathBuf>,
+    /// Render the window once, as a PNG [`run`] returns, and close it (the caller writes the
+    /// file). Every trace must then open: a screenshot missing one is refused.
+    pub screenshot: bool,
     /// Follow the traces as they grow (always done for a trace without an end record).
     pub follow: bool,
     /// The tab shown first (Summary when `None`).
@@ -75,19 +76,22 @@ const SCREENSHOT_AFTER_FRAMES: u32 = 4;
 /// Give up on a screenshot after this long.
 const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Opens the window; returns when it is closed (or after the screenshot).
-pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
+/// Opens the window; returns when it is closed, or with the PNG of a screenshot.
+pub fn run(opts: ViewOptions) -> anyhow::Result<Option<Vec<u8>>> {
     let sources = data::open_all(&opts.traces, opts.follow);
-    for s in &sources {
-        if let Some(e) = &s.error {
-            eprintln!("tpuscope: error: {e}");
-        }
+    let errors: Vec<&str> = sources.iter().filter_map(|s| s.error.as_deref()).collect();
+    if opts.screenshot && !errors.is_empty() {
+        // A picture of an error screen, or of some of the traces, is not what was asked for.
+        return Err(anyhow!("{}; no screenshot taken", errors.join("; ")));
+    }
+    for e in errors {
+        eprintln!("tpuscope: error: {e}");
     }
     let (w, h) = opts.size.unwrap_or((1400.0, 900.0));
     let mut viewport = egui::ViewportBuilder::default()
         .with_title("tpuscope")
         .with_inner_size([w, h]);
-    if opts.screenshot.is_some() {
+    if opts.screenshot {
         viewport = viewport.with_resizable(false);
     }
     let native = eframe::NativeOptions {
@@ -95,9 +99,8 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
         renderer: eframe::Renderer::Glow,
         ..Default::default()
     };
-    let outcome: Arc<Mutex<Option<Result<(), String>>>> = Arc::new(Mutex::new(None));
-    let shot = opts.screenshot.clone().map(|path| Shot {
-        path,
+    let outcome: ShotOutcome = Arc::new(Mutex::new(None));
+    let shot = opts.screenshot.then(|| Shot {
         frames: 0,
         requested: false,
         started: Instant::now(),
@@ -142,15 +145,10 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
     })?;
     let result = outcome.lock().map(|mut o| o.take()).unwrap_or(None);
     match (opts.screenshot, result) {
-        (None, _) => Ok(()),
-        (Some(_), Some(Ok(()))) => Ok(()),
-        (Some(p), Some(Err(e))) => {
-            Err(anyhow!(e)).with_context(|| format!("screenshot {}", p.display()))
-        }
-        (Some(p), None) => Err(anyhow!(
-            "the window closed before the screenshot {} was taken",
-            p.display()
-        )),
+        (false, _) => Ok(None),
+        (true, Some(Ok(png))) => Ok(Some(png)),
+        (true, Some(Err(e))) => Err(anyhow!(e)),
+        (true, None) => Err(anyhow!("the window closed before the screenshot was taken")),
     }
 }
 
@@ -178,14 +176,16 @@ fn watch(paths: &[PathBuf], app: &App, ctx: &egui::Context) -> Option<notify::Re
     Some(w)
 }
 
+/// The PNG of a screenshot, or why there is none; `None` until the window has tried.
+type ShotOutcome = Arc<Mutex<Option<Result<Vec<u8>, String>>>>;
+
 /// A pending `--screenshot`.
 struct Shot {
-    path: PathBuf,
     frames: u32,
     requested: bool,
     started: Instant,
     image: Arc<Mutex<Option<Arc<egui::ColorImage>>>>,
-    outcome: Arc<Mutex<Option<Result<(), String>>>>,
+    outcome: ShotOutcome,
 }
 
 struct Native {
@@ -207,7 +207,7 @@ impl eframe::App for Native {
             shot.frames += 1;
             let taken = shot.image.lock().ok().and_then(|mut i| i.take());
             if let Some(img) = taken {
-                let r = save_png(&shot.path, &img);
+                let r = encode_png(&img);
                 if let Ok(mut o) = shot.outcome.lock() {
                     *o = Some(r);
                 }
@@ -224,7 +224,10 @@ impl eframe::App for Native {
                 });
             } else if shot.started.elapsed() > SCREENSHOT_TIMEOUT {
                 if let Ok(mut o) = shot.outcome.lock() {
-                    *o = Some(Err("no frame was captured in time".into()));
+                    *o = Some(Err(format!(
+                        "no frame was captured for the screenshot in {} s (is the display working?)",
+                        SCREENSHOT_TIMEOUT.as_secs()
+                    )));
                 }
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
             }
@@ -233,7 +236,7 @@ impl eframe::App for Native {
     }
 }
 
-fn save_png(path: &std::path::Path, img: &egui::ColorImage) -> Result<(), String> {
+fn encode_png(img: &egui::ColorImage) -> Result<Vec<u8>, String> {
     use image::ImageEncoder;
     use image::codecs::png::{CompressionType, FilterType, PngEncoder};
     let [w, h] = img.size;
@@ -241,16 +244,12 @@ fn save_png(path: &std::path::Path, img: &egui::ColorImage) -> Result<(), String
     for p in &img.pixels {
         rgba.extend_from_slice(&p.to_srgba_unmultiplied());
     }
-    let file =
-        std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let mut png = Vec::new();
     // Screenshots go into docs: the smaller file is worth the second it takes.
-    PngEncoder::new_with_quality(
-        std::io::BufWriter::new(file),
-        CompressionType::Best,
-        FilterType::Adaptive,
-    )
-    .write_image(&rgba, w as u32, h as u32, image::ExtendedColorType::Rgba8)
-    .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    PngEncoder::new_with_quality(&mut png, CompressionType::Best, FilterType::Adaptive)
+        .write_image(&rgba, w as u32, h as u32, image::ExtendedColorType::Rgba8)
+        .map_err(|e| format!("cannot encode the screenshot as PNG: {e}"))?;
+    Ok(png)
 }
 
 /// What a PNG holds, for tests of screenshots: size, distinct colours, the share of the most
