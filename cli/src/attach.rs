@@ -7,7 +7,7 @@
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -28,6 +28,9 @@ mod inject;
 const SNAPSHOT_SILENCE: Duration = Duration::from_secs(10);
 /// How long `--snapshot` records a process it attached to just now, unless `--duration` says.
 const FRESH_SNAPSHOT_WINDOW: Duration = Duration::from_secs(5);
+/// How long an attach session whose tpuscope is gone may take to end (its trace drained and
+/// closed, its socket removed) before a new attach goes ahead anyway.
+const SESSION_END_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, clap::Args)]
 pub struct AttachArgs {
@@ -113,27 +116,29 @@ pub fn attach(args: &AttachArgs) -> Result<i32> {
                 .with_context(|| format!("--duration {s}: not a positive number of seconds"))
         })
         .transpose()?;
-    let socket = tpuscope_core::live::socket_path(args.pid);
-    let attached_now = if socket.exists() {
-        if args.out.is_some() {
-            bail!(
-                "process {} already records to its own trace (it runs under tpuscope): --out applies to processes tpuscope attaches to in place",
-                args.pid
-            );
-        }
-        None
-    } else {
-        Some(inject::attach_in_place(args)?)
+    let attached_now = match existing_session(args.pid) {
+        Existing::Own if args.out.is_some() => bail!(
+            "process {} already records to its own trace (it runs under tpuscope): --out applies to processes tpuscope attaches to in place",
+            args.pid
+        ),
+        Existing::Attached { owner } if args.out.is_some() => bail!(
+            "process {} is already attached by another tpuscope (pid {owner}), which records it: --out starts a new session; wait until that one ends, or attach without --out to watch it",
+            args.pid
+        ),
+        Existing::Own | Existing::Attached { .. } => None,
+        Existing::None => Some(inject::attach_in_place(args)?),
     };
     // A viewer sees the trace as flushed when it connects, then what follows: a snapshot or a
     // report at the end connects at the end.
-    let connect = || -> Result<(UnixStream, PathBuf)> {
+    let connect = || -> Result<UnixStream> {
         match &attached_now {
-            Some(trace) => Ok((inject::connect(args.pid)?, trace.clone())),
-            None => live_stream::connect(args.pid),
+            Some(_) => inject::connect(args.pid),
+            None => live_stream::connect(args.pid).map(|(s, _)| s),
         }
     };
-    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // The view reads keys from standard input and draws on standard output.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::io::IsTerminal::is_terminal(&std::io::stdin());
     if args.snapshot || !terminal {
         // Without a terminal for the view: record until it is time to go, then say what was
         // seen. A snapshot of a process attached just now records a few seconds first.
@@ -145,11 +150,25 @@ pub fn attach(args: &AttachArgs) -> Result<i32> {
         if window.is_some() || !args.snapshot {
             Leave::new(args.pid, window)?.wait();
         }
-        return match (connect(), &attached_now) {
-            (Ok((stream, path)), _) => snapshot(args, stream, &path),
+        let state = connect().and_then(|stream| {
+            live_stream::snapshot(stream, SNAPSHOT_SILENCE).with_context(|| {
+                format!(
+                    "reading the live socket {} of process {}",
+                    tpuscope_core::live::socket_path(args.pid).display(),
+                    args.pid
+                )
+            })
+        });
+        return match (state, &attached_now) {
+            (Ok(trace), _) => print_state(args, &trace),
             // The process exited while attached: its trace was closed at exit.
-            (Err(_), Some(trace)) if !alive(args.pid) => {
-                eprintln!("tpuscope: process {} exited while attached", args.pid);
+            (Err(e), Some(trace)) if !alive(args.pid) => {
+                eprintln!(
+                    "tpuscope: process {} exited while attached ({}); its state from {}",
+                    args.pid,
+                    one_line(&e),
+                    trace.display()
+                );
                 let t = tpuscope_core::reader::read_trace_file(trace)
                     .with_context(|| format!("reading {}", trace.display()))?;
                 print_state(args, &t)
@@ -158,14 +177,53 @@ pub fn attach(args: &AttachArgs) -> Result<i32> {
         };
     }
     let leave = Leave::new(args.pid, duration)?;
-    let (stream, _) = connect()?;
-    crate::live_ui::attach(args.pid, stream, &leave)
+    crate::live_ui::attach(args.pid, connect()?, &leave)
 }
 
-fn snapshot(args: &AttachArgs, stream: UnixStream, path: &Path) -> Result<i32> {
-    let trace = live_stream::snapshot(stream, SNAPSHOT_SILENCE)
-        .with_context(|| format!("reading {}", path.display()))?;
-    print_state(args, &trace)
+/// The innermost cause of an error, for a clause in one line.
+fn one_line(e: &anyhow::Error) -> String {
+    e.root_cause().to_string()
+}
+
+/// What a process's live socket says before an attach.
+enum Existing {
+    /// No session: attach in place.
+    None,
+    /// It records itself (it runs under tpuscope).
+    Own,
+    /// Another `tpuscope attach` (pid `owner`; 0 when its collector did not say) records it.
+    Attached { owner: u32 },
+}
+
+/// Asks the process's live socket what records it. A session whose `tpuscope attach` has gone
+/// is ending (its trace being closed, its socket about to go): waited for, at most
+/// [`SESSION_END_WAIT`], so that attaching again right after a detach works.
+fn existing_session(pid: u32) -> Existing {
+    let socket = tpuscope_core::live::socket_path(pid);
+    let deadline = Instant::now() + SESSION_END_WAIT;
+    loop {
+        if socket.symlink_metadata().is_err() {
+            return Existing::None;
+        }
+        let manifest = UnixStream::connect(&socket)
+            .ok()
+            .and_then(crate::ps::read_manifest);
+        match manifest {
+            Some(m) if m.role != "attach" => return Existing::Own,
+            Some(m) if m.attach_owner_pid == 0 || alive(m.attach_owner_pid) => {
+                return Existing::Attached {
+                    owner: m.attach_owner_pid,
+                };
+            }
+            // Its tpuscope is gone, or the socket no longer answers: the session is ending.
+            _ => {}
+        }
+        if Instant::now() >= deadline {
+            // Still there: the attach in place finds out what the process holds.
+            return Existing::None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The report of `trace`: JSON with `--json`, else its counts and findings.

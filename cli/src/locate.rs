@@ -216,15 +216,46 @@ pub fn workload_python(cmd: &[String]) -> Option<PathBuf> {
     resolve_in_path("python3")
 }
 
+/// The program `prog` names, as `execvp` finds it: a path when it holds a `/`, else the first
+/// executable file of that name on `PATH`.
 pub fn resolve_in_path(prog: &str) -> Option<PathBuf> {
+    resolve_command(prog).ok()
+}
+
+/// Like [`resolve_in_path`], with why not in one line: nothing by that name, a directory, or a
+/// file that is not executable.
+pub fn resolve_command(prog: &str) -> Result<PathBuf> {
+    let runnable =
+        |p: &Path| p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok();
+    let not_executable = |p: &Path| {
+        anyhow::anyhow!(
+            "cannot run {}: it is not an executable file (run it with its interpreter, e.g. \
+             `tpuscope run -- python3 {}`, or make it executable)",
+            p.display(),
+            p.display()
+        )
+    };
     if prog.contains('/') {
         let p = PathBuf::from(prog);
-        return p.is_file().then_some(p);
+        return match std::fs::metadata(&p) {
+            Err(_) => bail!("cannot run {prog}: no such file"),
+            Ok(m) if m.is_dir() => bail!("cannot run {prog}: it is a directory"),
+            Ok(_) if runnable(&p) => Ok(p),
+            Ok(_) => Err(not_executable(&p)),
+        };
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found: Vec<PathBuf> = std::env::split_paths(&path)
         .map(|d| d.join(prog))
-        .find(|p| p.is_file())
+        .filter(|p| p.is_file())
+        .collect();
+    if let Some(p) = found.iter().find(|p| runnable(p)) {
+        return Ok(p.clone());
+    }
+    match found.first() {
+        Some(p) => Err(not_executable(p)),
+        None => bail!("cannot run {prog}: no such command on PATH"),
+    }
 }
 
 /// Asks the workload's Python what it has installed.

@@ -213,7 +213,7 @@ fn uptime_since(start_ticks: u64) -> Option<f64> {
 
 /// Reads the stream's first bytes until the manifest decodes (a trace starts with it), then
 /// hangs up; gives up past [`PROBE_TIMEOUT`] or [`PROBE_MAX_BYTES`].
-fn read_manifest(mut s: UnixStream) -> Option<Manifest> {
+pub(crate) fn read_manifest(mut s: UnixStream) -> Option<Manifest> {
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let mut bytes = Vec::new();
     let mut buf = [0u8; 16 << 10];

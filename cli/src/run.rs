@@ -302,9 +302,7 @@ fn out_spec(out: Option<&Path>) -> Result<OutSpec> {
 
 pub fn run(args: &RunArgs) -> Result<i32> {
     let program = args.cmd.first().context("no command given")?;
-    if locate::resolve_in_path(program).is_none() {
-        bail!("cannot run {program}: no such command");
-    }
+    locate::resolve_command(program)?;
     let collector = locate::collector_path()?;
     let agent_dir = locate::agent_dir()?;
     let python = locate::workload_python(&args.cmd);

@@ -129,7 +129,8 @@ pub fn attach(text: &str) -> Result<Attached, String> {
         api_minor: patch.api_minor,
         attributes: crate::ffi::plugin_attributes(),
     };
-    let trace = session::start_attached(info, plugin, &req.out, req.socket_dir.as_deref())?;
+    let trace =
+        session::start_attached(info, plugin, &req.out, req.socket_dir.as_deref(), req.owner)?;
     raw::begin_session();
     raw::set_attached(true);
     crate::ffi::set_recording(true);

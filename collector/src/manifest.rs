@@ -56,6 +56,8 @@ pub fn build(
             "wrap".into()
         },
         process_start_wall_ns: crate::ffi::os::process_start_wall_ns(),
+        // An attach session sets it.
+        attach_owner_pid: 0,
     }
 }
 

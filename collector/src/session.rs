@@ -112,6 +112,7 @@ pub fn start_attached(
     plugin_path: &Path,
     out: &Path,
     socket_dir: Option<&Path>,
+    owner: u32,
 ) -> Result<PathBuf, String> {
     if WRITER.lock().map(|w| w.is_some()).unwrap_or(true) {
         return Err("a recording session is already open".into());
@@ -120,6 +121,7 @@ pub fn start_attached(
     open(plugin, Role::Attach, socket_dir, |manifest| {
         manifest.role = "attach".into();
         manifest.plugin_path = plugin_path.display().to_string();
+        manifest.attach_owner_pid = owner;
         out.to_path_buf()
     })
     .ok_or_else(|| format!("cannot record to {}", out.display()))

@@ -71,6 +71,10 @@ pub struct Manifest {
     /// role `attach`, the process ran `start_wall_ns - process_start_wall_ns` before the trace.
     #[prost(uint64, tag = "17")]
     pub process_start_wall_ns: u64,
+    /// With role `attach`: the `tpuscope attach` process the session belongs to (it ends when
+    /// that process exits); 0 otherwise.
+    #[prost(uint32, tag = "18")]
+    pub attach_owner_pid: u32,
 }
 
 /// A device as the plugin describes it.

@@ -74,6 +74,11 @@ pub fn manifest_json(trace: &Trace) -> Value {
             m.process_start_wall_ns.into(),
         );
     }
+    if let (Some(m), Value::Object(o)) = (&trace.manifest, &mut v)
+        && m.attach_owner_pid != 0
+    {
+        o.insert("attach_owner_pid".into(), m.attach_owner_pid.into());
+    }
     if let (Some(c), Value::Object(o)) = (&trace.client, &mut v) {
         o.insert("platform_name".into(), c.platform_name.clone().into());
         o.insert("platform_version".into(), c.platform_version.clone().into());
