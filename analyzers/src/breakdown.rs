@@ -535,8 +535,8 @@ fn steady_throughput(steps: &Steps, completions: &[(u64, u64)]) -> Option<f64> {
 }
 
 /// The run's wall time: from the process's start (or the trace's first record) to its last
-/// record's end.
-fn window(trace: &Trace, steps: &Steps) -> (u64, u64) {
+/// record's end (also where a partial trace's report says recording stopped).
+pub(crate) fn window(trace: &Trace, steps: &Steps) -> (u64, u64) {
     // The process's start when the manifest has it (0: unknown), as the steps take it.
     let manifest_start = trace
         .manifest

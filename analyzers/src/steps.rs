@@ -86,6 +86,24 @@ impl Steps {
         let i = self.steps.partition_point(|s| s.end_ns <= t);
         self.steps.get(i).filter(|s| s.start_ns <= t).map(|_| i)
     }
+
+    /// The number of the step under way at time `t` (numbered as [`Step::number`]), for where a
+    /// run was when its trace ends. Past the last step's end it is the step after it when
+    /// markers cut the steps (a marker ends a step: what follows the last one is a step not yet
+    /// marked), else the last step (a launch starts a step and none started another). `None`
+    /// before the first step or without steps.
+    pub fn number_under_way(&self, t: u64) -> Option<u32> {
+        if let Some(i) = self.step_at(t) {
+            return self.steps.get(i).map(|s| s.number);
+        }
+        let before = self.steps.partition_point(|s| s.start_ns <= t);
+        let last = self.steps.get(before.checked_sub(1)?)?;
+        let after_the_last = before == self.steps.len() && t >= last.end_ns;
+        Some(match self.source {
+            StepSource::Marker { .. } if after_the_last => last.number.saturating_add(1),
+            _ => last.number,
+        })
+    }
 }
 
 /// Markers that end a whole step, preferred over per-optimizer markers.

@@ -591,6 +591,81 @@ fn a_cut_trace_reports_what_it_holds() {
     assert!(rep.warnings.is_empty(), "{:?}", rep.warnings);
 }
 
+/// A killed process's trace (no end record) says when recording stopped and in which step: its
+/// last record's end from the run's start, and the step under way then.
+#[test]
+fn a_killed_run_says_when_and_in_which_step_recording_stopped() {
+    // Launch-cut steps: the loop's 7th launch at 160 ms starts step 7; the kill comes after its
+    // read (162 ms) and memory sample (163 ms): no launch started an 8th. The manifest has no
+    // start time: the run starts at its first record, the compile at 90 ms.
+    let mut r = Run::new("", 0, 1);
+    r.compile(90 * MS, "jit_train_step", &lr("0.1"), 1, 12);
+    for s in 0..7u64 {
+        let t = 100 * MS + s * 10 * MS;
+        r.execute(t, 1);
+        r.read(t + 2 * MS, 20, 50_000);
+        r.memory(t + 3 * MS, 1_000_000, Some(100_000_000));
+    }
+    let killed = read_trace(&r.w.into_inner()).unwrap();
+    let rep = report(&[&killed]);
+    let last = rep.traces[0].last_record.unwrap();
+    assert!((last.at_s - 0.073).abs() < 1e-12, "{last:?}");
+    assert_eq!(last.step, Some(7));
+    assert_eq!(rep.steps.count, 7);
+    assert_eq!(
+        rep.traces[0].completeness_line(),
+        "no end record: the process died or is still running, partial report; recording stopped 73.0 ms into the run, in step 7"
+    );
+    assert_eq!(
+        rep.warnings,
+        [
+            "t0.tps: no end record (the process died or is still running): recording stopped 73.0 ms into the run, in step 7; the report covers what it holds"
+        ]
+    );
+
+    // Marker-cut steps: after the 4th marker the 5th step is under way (its launch ran, its
+    // marker never came).
+    let mut r = Run::new("", 0, 1);
+    r.compile(MS, "a", &lr("0.1"), 1, 12);
+    for s in 0..5u64 {
+        let t = 10 * MS + s * 10 * MS;
+        r.execute_for(t, 1, 2 * MS);
+        if s < 4 {
+            r.write(Record::Step(Step {
+                t_ns: t + 8 * MS,
+                marker: "torch_xla.sync".into(),
+                number: s + 1,
+                ..Default::default()
+            }));
+        }
+    }
+    let killed = read_trace(&r.w.into_inner()).unwrap();
+    let rep = report(&[&killed]);
+    assert_eq!(rep.steps.count, 4);
+    let last = rep.traces[0].last_record.unwrap();
+    // From the compile at 1 ms to the end of the 5th launch (50 ms, 2 ms long).
+    assert!((last.at_s - 0.051).abs() < 1e-12, "{last:?}");
+    assert_eq!(last.step, Some(5));
+
+    // Killed during set-up, before any loop: no step to name.
+    let mut r = Run::new("", 0, 1);
+    r.compile(MS, "a", &lr("0.1"), 1, 12);
+    let killed = read_trace(&r.w.into_inner()).unwrap();
+    let rep = report(&[&killed]);
+    let last = rep.traces[0].last_record.unwrap();
+    assert_eq!(last.step, None);
+    assert!(
+        rep.warnings[0].contains(": recording stopped 5.0 ms into the run; the report"),
+        "{:?}",
+        rep.warnings
+    );
+
+    // A complete trace has none.
+    let rep = report(&[&training(10, &[])]);
+    assert!(rep.traces[0].last_record.is_none());
+    assert_eq!(rep.traces[0].completeness_line(), "complete");
+}
+
 /// A plain TPU VM pod sets no job id nor process index: every trace says process 0. The PJRT
 /// client knows better (8 devices over 2 processes, this process's addressable), so traces that
 /// ran at the same time are one job's hosts, with PJRT's indices.

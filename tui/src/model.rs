@@ -9,7 +9,9 @@ pub use tpuscope_analyzers::describe::EventKind;
 use tpuscope_analyzers::describe::{self, ExecutableNames};
 use tpuscope_analyzers::hbm;
 use tpuscope_analyzers::present;
-use tpuscope_analyzers::report::{FamilyReport, MemberReport, Report, TraceCompleteness};
+use tpuscope_analyzers::report::{
+    FamilyReport, MemberReport, Report, TraceCompleteness, TraceInfo,
+};
 use tpuscope_analyzers::source::{is_framework_file, short_path};
 use tpuscope_analyzers::steps::executable_names;
 use tpuscope_core::Trace;
@@ -80,9 +82,9 @@ pub struct Header {
     /// Since the process started: to `now_ns`, or to the last event when no time was given.
     pub uptime_ns: u64,
     pub steps_per_s: Option<f64>,
-    /// Why the trace is partial, in the report's words ([`TraceCompleteness::label`]); `None`
-    /// when it is complete.
-    pub partial: Option<&'static str>,
+    /// Why the trace is partial and where it stops, in the report's words
+    /// ([`TraceInfo::completeness_line`]); `None` when it is complete.
+    pub partial: Option<String>,
     /// `tpuscope attach` began recording mid-run: the report's short wording of it.
     pub attached: Option<String>,
 }
@@ -382,10 +384,11 @@ impl Model {
             packages: packages(&m.package_versions),
             uptime_ns: now.saturating_sub(start),
             steps_per_s: step_rate(&step_times, now, start),
-            partial: match TraceCompleteness::of(&trace.completeness) {
-                TraceCompleteness::Complete => None,
-                c => Some(c.label()),
-            },
+            partial: report
+                .traces
+                .first()
+                .filter(|t| t.completeness != TraceCompleteness::Complete)
+                .map(TraceInfo::completeness_line),
             attached: report
                 .traces
                 .first()

@@ -161,10 +161,10 @@ fn draw_header(frame: &mut Frame, area: Rect, app: &App, model: &Model) {
                 &hd.plugin
             }
         ));
-        if let Some(why) = hd.partial
+        if let Some(why) = &hd.partial
             && model.state != RunState::Live
         {
-            parts.insert(0, why.to_string());
+            parts.insert(0, why.clone());
         }
         if let Some(a) = &hd.attached {
             parts.insert(0, a.clone());

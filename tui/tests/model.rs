@@ -396,11 +396,14 @@ fn memory_is_red_by_the_reports_rule_and_partial_traces_say_why() {
         }],
         &report::Options::default(),
     );
-    assert_eq!(
-        m.header.partial,
-        Some(report.traces[0].completeness.label())
+    assert_eq!(m.header.partial, Some(report.traces[0].completeness_line()));
+    let partial = m.header.partial.unwrap();
+    assert!(partial.starts_with("no end record"), "{partial}");
+    // Where it stops: the last memory sample, 9 ms after the first, before any step.
+    assert!(
+        partial.ends_with("; recording stopped 9.0 ms into the run"),
+        "{partial}"
     );
-    assert!(m.header.partial.unwrap().starts_with("no end record"));
 }
 
 #[test]

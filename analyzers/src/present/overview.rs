@@ -57,7 +57,7 @@ pub fn header(r: &Report) -> Section {
                     t.pid,
                     if t.host.is_empty() { "?" } else { &t.host },
                 ))
-                .and(t.completeness.label(), completeness)
+                .and(t.completeness_line(), completeness)
                 .then(format!(" ({} events", t.events))
                 .and(dropped, Tone::Warn)
                 .then(")"),

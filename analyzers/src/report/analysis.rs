@@ -181,13 +181,14 @@ fn analyze_runs(
     let mut all_steps: Vec<Steps> = Vec::new();
     let mut errors: BTreeMap<(String, String), u64> = BTreeMap::new();
     for (run, (&i, trace)) in order.iter().zip(traces).enumerate() {
-        report.traces.push(trace_info(run, &inputs[i].path, trace));
-        warnings(&mut report.warnings, &inputs[i].path, trace);
         let mut compiles = families::compiles(trace, run);
         let (syncs, waits) = syncs::host_syncs(trace, run);
         report.runtime_waits += waits;
         let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
         let steps = steps::steps(trace, &sync_times);
+        let info = trace_info(run, &inputs[i].path, trace, &steps);
+        warnings(&mut report.warnings, &info, trace);
+        report.traces.push(info);
         if matches!(steps.source, StepSource::Marker { .. }) {
             // Markers are recorded by the thread that compiles (torch_xla compiles inside its
             // `sync()`), while launches may come later from a worker thread: steps cut at
@@ -274,7 +275,20 @@ fn add_hosts(report: &mut Report, traces: &[&Trace], per_run: &PerRun) {
     report.hosts = Some(h);
 }
 
-pub(super) fn trace_info(run: usize, path: &str, trace: &Trace) -> TraceInfo {
+/// Where a partial trace stops (see [`LastRecord`]); `None` for a complete one.
+pub(super) fn last_record(trace: &Trace, steps: &Steps) -> Option<LastRecord> {
+    if matches!(trace.completeness, Completeness::Complete) {
+        return None;
+    }
+    // The Time section's window: its end is the last record's end, from the same start.
+    let (start, end) = crate::breakdown::window(trace, steps);
+    Some(LastRecord {
+        at_s: (end - start) as f64 / 1e9,
+        step: steps.number_under_way(end),
+    })
+}
+
+pub(super) fn trace_info(run: usize, path: &str, trace: &Trace, steps: &Steps) -> TraceInfo {
     let m = trace.manifest.clone().unwrap_or_default();
     TraceInfo {
         run,
@@ -289,6 +303,7 @@ pub(super) fn trace_info(run: usize, path: &str, trace: &Trace) -> TraceInfo {
         job_id: m.job_id.clone(),
         process_index: hosts::process_index(trace),
         completeness: TraceCompleteness::of(&trace.completeness),
+        last_record: last_record(trace, steps),
         events: trace.events.len() as u64,
         recording_stopped: recording_stopped(trace),
         attached: attached(trace),
@@ -356,13 +371,18 @@ pub fn manifest_frontend(m: &tpuscope_core::event::Manifest) -> String {
         .to_string()
 }
 
-pub(super) fn warnings(out: &mut Vec<String>, path: &str, trace: &Trace) {
+/// The warnings of one trace (`info`: what the report says of it).
+pub(super) fn warnings(out: &mut Vec<String>, info: &TraceInfo, trace: &Trace) {
+    let path = &info.path;
+    let stopped = info
+        .last_record
+        .map_or_else(String::new, |l| format!(": {}", l.line()));
     match trace.completeness {
         Completeness::Cut { offset, file_len } => out.push(format!(
-            "{path}: trace cut at byte {offset} of {file_len}: the report covers what it holds"
+            "{path}: trace cut at byte {offset} of {file_len}{stopped}; the report covers what it holds"
         )),
         Completeness::NoEndRecord { .. } => out.push(format!(
-            "{path}: no end record (the process died or is still running): the report covers what it holds"
+            "{path}: no end record (the process died or is still running){stopped}; the report covers what it holds"
         )),
         Completeness::Complete => {}
     }

@@ -111,6 +111,30 @@ impl TraceCompleteness {
     }
 }
 
+impl LastRecord {
+    /// When recording stopped: `recording stopped 12.40 s into the run, in step 38`.
+    pub fn line(&self) -> String {
+        let step = self
+            .step
+            .map_or_else(String::new, |n| format!(", in step {n}"));
+        format!(
+            "recording stopped {} into the run{step}",
+            crate::units::duration(self.at_s * 1e3)
+        )
+    }
+}
+
+impl TraceInfo {
+    /// The trace's completeness as the header and the live views say it: `complete`, or why it
+    /// is partial and where it stops.
+    pub fn completeness_line(&self) -> String {
+        match self.last_record {
+            Some(l) => format!("{}; {}", self.completeness.label(), l.line()),
+            None => self.completeness.label().to_string(),
+        }
+    }
+}
+
 impl BudgetResult {
     /// `recompiles 3 > 2`, `compiles 4 ≤ 10`, `hbm-peak-fraction unknown (limit 0.9)`.
     pub fn line(&self) -> String {

@@ -91,6 +91,10 @@ pub struct TraceInfo {
     pub job_id: String,
     pub process_index: u32,
     pub completeness: TraceCompleteness,
+    /// Where a partial trace (cut, or no end record: a killed process) stops: its last record
+    /// (absent for a complete trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_record: Option<LastRecord>,
     pub events: u64,
     pub dropped_events: u64,
     /// Recording stopped before the process ended (file size limit, full disk, writer failure).
@@ -115,6 +119,17 @@ pub struct AttachedReport {
     pub executables_before: Vec<String>,
     /// The trace ends at a detach: the process went on running.
     pub detached: bool,
+}
+
+/// The last record of a partial trace: when recording stopped, as far as the trace tells.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastRecord {
+    /// Seconds from the run's start to the last record.
+    pub at_s: f64,
+    /// The step under way then, numbered as the steps table numbers them (absent when the
+    /// trace shows no steps: it cannot end before the first of the steps it shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
 }
 
 /// Recording stopped early: when, why, and how much of the run is not in the trace.
