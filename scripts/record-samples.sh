@@ -42,6 +42,21 @@ attach_sample() {
   wait "$pid"
 }
 attach_sample
+# jax_until_killed.py under `tpuscope run`, killed with SIGKILL half a second after its 10th step:
+# a trace with no end record, whose report says when recording stopped and in which step.
+killed_sample() {
+  local runner
+  rm -f "$out/jax_killed.tps" "$tmp/ready"
+  (cd "$tmp" && LIVE_GATE_DIR="$tmp" "$OLDPWD/target/debug/tpuscope" run --quiet --no-tui \
+    --out "$OLDPWD/$out/jax_killed.tps" -- "$("$OLDPWD/scripts/env-path.sh" jax)" \
+    "$OLDPWD/tests/workloads/jax_until_killed.py" > /dev/null 2>&1) &
+  runner=$!
+  until [ -f "$tmp/ready" ]; do sleep 0.1; done
+  sleep 0.5
+  kill -9 "$(cat "$tmp/ready")"
+  wait "$runner" || true # the run fails: its workload was killed
+}
+killed_sample
 # What jax_lr's programs would do on v5e:2x2 (`tpuscope whatif`, libtpu compile-only), as JSON:
 # the What-if tab's demo and the whatif text snapshot read it. No cache: every program compiled.
 XDG_CACHE_HOME="$tmp/cache" target/debug/tpuscope whatif "$out/jax_lr.tps" --topology v5e:2x2 \

@@ -79,6 +79,115 @@ fn kill_9_mid_run_leaves_every_complete_event_readable() {
     assert_eq!(lines.len() - 1, event_frames);
 }
 
+/// A run killed with SIGKILL under `tpuscope run`: its report says when recording stopped (the
+/// last record's end, from the run's start) and in which step (the train step's launches start
+/// the steps: the number recorded), in text and JSON, from the trace's own last records.
+#[test]
+fn a_killed_run_says_when_and_in_which_step_recording_stopped() {
+    use tpuscope_core::event::Record;
+
+    let py = venv_python("jax");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("killed.tps");
+    let mut run = std::process::Command::new(tpuscope())
+        .args(["run", "--quiet", "--no-tui", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&py)
+        .arg(workload("jax_until_killed.py"))
+        .env("LIVE_GATE_DIR", dir.path())
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = wait_until_ready(
+        &mut run,
+        &dir.path().join("ready"),
+        Duration::from_secs(120),
+    );
+    // A few more steps, then the kill.
+    std::thread::sleep(Duration::from_millis(300));
+    // The workload's own pid (it wrote it), not yet reaped: `tpuscope run` waits for it.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let ran = run.wait_with_output().unwrap();
+    assert!(!ran.status.success(), "{}", show(&ran));
+
+    let trace = tpuscope_core::read_trace_file(&out).unwrap();
+    assert!(trace.end.is_none(), "a killed process writes no end record");
+    // The trace's own answer: its records' latest end from the manifest's start, and the train
+    // step's launches.
+    let start = trace.manifest.as_ref().unwrap().start_mono_ns;
+    let end = trace
+        .events
+        .iter()
+        .filter_map(|r| {
+            let dur = match r {
+                Record::Compile(c) => c.dur_ns,
+                Record::Load(l) => l.dur_ns,
+                Record::CacheLoad(l) => l.dur_ns,
+                Record::Execute(e) => e.dur_ns,
+                Record::Transfer(t) => t.dur_ns,
+                Record::Sync(s) => s.dur_ns,
+                _ => 0,
+            };
+            Some(r.t_ns()? + dur)
+        })
+        .max()
+        .unwrap();
+    let names = tpuscope_analyzers::steps::executable_names(&trace);
+    let train_steps = trace
+        .events
+        .iter()
+        .filter(|r| {
+            matches!(r, Record::Execute(e)
+                if names.get(&e.executable_id).map(String::as_str) == Some("jit_train_step"))
+        })
+        .count() as u32;
+    assert!(train_steps >= 10, "{train_steps} steps before the kill");
+    let at_s = (end - start) as f64 / 1e9;
+
+    let report = |format: &str| {
+        let o = run_tpuscope(
+            &["report", out.to_str().unwrap(), "--format", format],
+            &[("NO_COLOR", "1")],
+            dir.path(),
+        );
+        assert!(o.status.success(), "{}", show(&o));
+        o
+    };
+    let json: serde_json::Value = serde_json::from_slice(&report("json").stdout).unwrap();
+    let t = &json["traces"][0];
+    assert_eq!(
+        json["steps"]["detected_by"],
+        "dominant executable jit_train_step"
+    );
+    let last = &t["last_record"];
+    assert!(
+        (last["at_s"].as_f64().unwrap() - at_s).abs() < 1e-9,
+        "{last} vs {at_s}"
+    );
+    assert_eq!(last["step"], train_steps, "{last}");
+
+    let said = format!(
+        "recording stopped {} into the run, in step {train_steps}",
+        tpuscope_analyzers::units::duration(at_s * 1e3)
+    );
+    let text = report("text");
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    let stderr = String::from_utf8_lossy(&text.stderr);
+    // In the header's completeness and in the warning.
+    assert!(
+        stdout.contains(&format!("partial report; {said}")),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(&format!("{said}; the report covers what it holds")),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn not_a_trace_is_one_clear_line_and_nonzero() {
     let dir = tempfile::tempdir().unwrap();

@@ -10,12 +10,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The traces every report format is snapshotted on: every recording of a real workload, the
-/// torch traces with their dynamo logs next to them (`<name>.torch_trace/`), and a merged
-/// multi-host file.
+/// The traces every report format is snapshotted on: every recording of a real workload (one of
+/// them killed mid-run), the torch traces with their dynamo logs next to them
+/// (`<name>.torch_trace/`), and a merged multi-host file.
 const TRACES: &[&str] = &[
     "real/jax_aot_v5e.tps",
     "real/jax_attach.tps",
+    "real/jax_killed.tps",
     "real/jax_lr.tps",
     "real/jax_shapes.tps",
     "real/torch_tpu_cache.tps",

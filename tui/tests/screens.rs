@@ -108,6 +108,19 @@ fn overview_of_an_attached_session() {
     insta::assert_snapshot!("overview_jax_attach_120x40", screen);
 }
 
+/// A run killed with SIGKILL, shown after it ended: the header says where recording stopped, in
+/// the report's words.
+#[test]
+fn overview_of_a_killed_run() {
+    let mut app = app_for("jax_killed.tps");
+    let screen = render(&mut app, 200, 40);
+    assert!(
+        screen.contains("partial report; recording stopped 1.15 s into the run, in step 35"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("overview_jax_killed_200x40", screen);
+}
+
 #[test]
 fn recompiles_jax_lr() {
     let mut app = app_for("jax_lr.tps");

@@ -10,6 +10,7 @@ use super::{completeness_warning, count, findings_text};
 fn run_summary_of_sample_traces() {
     for rel in [
         "real/jax_aot_v5e.tps",
+        "real/jax_killed.tps",
         "real/jax_lr.tps",
         "real/jax_shapes.tps",
         "real/torch_tpu_cache.tps",
