@@ -13,21 +13,6 @@ use std::time::{Duration, Instant};
 use common::attach::{Recipe, Target};
 use common::*;
 
-fn jax_recipe() -> Recipe {
-    let plugin = cpu_plugin("jax");
-    Recipe {
-        env_name: "jax",
-        script: "attach_jax.py",
-        env: vec![
-            (
-                "PJRT_NAMES_AND_LIBRARY_PATHS".into(),
-                format!("cpuplugin:{}", plugin.display()),
-            ),
-            ("JAX_PLATFORMS".into(), "cpuplugin".into()),
-        ],
-    }
-}
-
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         s.rsplit_once(')')
@@ -52,7 +37,7 @@ fn spawn_attach(target: &Target, args: &[&str]) -> std::process::Child {
 
 #[test]
 fn kill_9_of_attach_at_every_millisecond_never_harms_the_target() {
-    let recipe = jax_recipe();
+    let recipe = Recipe::jax();
     let reference = recipe.plain_stdout();
     let mut target = recipe.start();
     let (mut sessions, mut deaths) = (0, 0);
@@ -99,7 +84,7 @@ fn kill_9_of_attach_at_every_millisecond_never_harms_the_target() {
 
 #[test]
 fn attaching_again_right_after_a_detach_works() {
-    let recipe = jax_recipe();
+    let recipe = Recipe::jax();
     let mut target = recipe.start();
     for round in 0..5 {
         let trace = target.path(&format!("again{round}.tps"));
@@ -120,7 +105,7 @@ fn attaching_again_right_after_a_detach_works() {
 
 #[test]
 fn a_thread_id_a_stopped_process_and_a_target_killed_while_attached_are_said_as_such() {
-    let recipe = jax_recipe();
+    let recipe = Recipe::jax();
     let mut target = recipe.start();
     let pid = target.pid();
 

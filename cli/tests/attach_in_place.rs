@@ -17,21 +17,6 @@ use common::tmux::{Tmux, shell_quote};
 use common::*;
 use tpuscope_core::event::Record;
 
-fn jax_recipe() -> Recipe {
-    let plugin = cpu_plugin("jax");
-    Recipe {
-        env_name: "jax",
-        script: "attach_jax.py",
-        env: vec![
-            (
-                "PJRT_NAMES_AND_LIBRARY_PATHS".into(),
-                format!("cpuplugin:{}", plugin.display()),
-            ),
-            ("JAX_PLATFORMS".into(), "cpuplugin".into()),
-        ],
-    }
-}
-
 /// What one attach session recorded, checked against what the workload does: compiles of
 /// `graph` after the attach, and `before` (compiled before it, run every iteration) identified
 /// at its first execute (its executes named).
@@ -90,7 +75,7 @@ fn check_session(trace_path: &Path, graph: &str, before: &str) {
 
 #[test]
 fn jax_attach_detach_and_attach_again_leaves_the_workload_unchanged() {
-    let recipe = jax_recipe();
+    let recipe = Recipe::jax();
     let reference = recipe.plain_stdout();
     let mut target = recipe.start();
 
@@ -152,7 +137,7 @@ fn jax_attach_detach_and_attach_again_leaves_the_workload_unchanged() {
 /// sees the compiles from the very first.
 #[test]
 fn attach_waits_for_the_plugin_with_wait() {
-    let mut recipe = jax_recipe();
+    let mut recipe = Recipe::jax();
     recipe.env.push(("ATTACH_DELAY_S".into(), "2".into()));
     let mut target = recipe.spawn();
     let early = target.attach(&["--snapshot", "--duration", "1"]);
@@ -188,7 +173,7 @@ fn attach_waits_for_the_plugin_with_wait() {
 /// process closed at its exit.
 #[test]
 fn a_process_that_exits_while_attached_is_reported_from_its_trace() {
-    let mut recipe = jax_recipe();
+    let mut recipe = Recipe::jax();
     recipe.env.push(("ATTACH_MAX_ITERS".into(), "150".into()));
     let mut target = recipe.start();
     let trace = target.path("ended.tps");
@@ -221,7 +206,7 @@ fn a_process_that_exits_while_attached_is_reported_from_its_trace() {
 /// is attached, compiles after the attach show up, `q` leaves and detaches.
 #[test]
 fn the_live_view_attaches_in_place_and_q_detaches() {
-    let recipe = jax_recipe();
+    let recipe = Recipe::jax();
     let mut target = recipe.start();
     let trace = target.path("tui.tps");
     let tmux = Tmux::new("attach-in-place");
@@ -257,7 +242,7 @@ fn the_live_view_attaches_in_place_and_q_detaches() {
 /// is detached and runs on.
 #[test]
 fn sigterm_ends_an_attach_and_detaches() {
-    let recipe = jax_recipe();
+    let recipe = Recipe::jax();
     let mut target = recipe.start();
     let trace = target.path("term.tps");
     let child = Command::new(tpuscope())
@@ -300,7 +285,7 @@ fn sigterm_ends_an_attach_and_detaches() {
 
 #[test]
 fn attach_refuses_an_existing_out_file_and_leaves_it_alone() {
-    let recipe = jax_recipe();
+    let recipe = Recipe::jax();
     let mut target = recipe.start();
     let out_file = target.path("keep.tps");
     std::fs::write(&out_file, "precious").unwrap();

@@ -152,24 +152,9 @@ fn sigterm_to_run_is_passed_on_and_its_status_is_the_workloads() {
     );
 }
 
-fn jax_recipe() -> Recipe {
-    let plugin = cpu_plugin("jax");
-    Recipe {
-        env_name: "jax",
-        script: "attach_jax.py",
-        env: vec![
-            (
-                "PJRT_NAMES_AND_LIBRARY_PATHS".into(),
-                format!("cpuplugin:{}", plugin.display()),
-            ),
-            ("JAX_PLATFORMS".into(), "cpuplugin".into()),
-        ],
-    }
-}
-
 #[test]
 fn attach_leaves_and_restores_the_target_when_its_terminal_goes_away_or_on_sigterm() {
-    let recipe = jax_recipe();
+    let recipe = Recipe::jax();
     let reference = recipe.plain_stdout();
     let mut target = recipe.start();
     let pid = target.pid().to_string();

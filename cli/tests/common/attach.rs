@@ -32,6 +32,22 @@ pub struct Recipe {
 }
 
 impl Recipe {
+    /// `attach_jax.py` on the jax env's CPU plugin, chosen by environment as a user would.
+    pub fn jax() -> Recipe {
+        let plugin = super::cpu_plugin("jax");
+        Recipe {
+            env_name: "jax",
+            script: "attach_jax.py",
+            env: vec![
+                (
+                    "PJRT_NAMES_AND_LIBRARY_PATHS".into(),
+                    format!("cpuplugin:{}", plugin.display()),
+                ),
+                ("JAX_PLATFORMS".into(), "cpuplugin".into()),
+            ],
+        }
+    }
+
     fn command(&self, stop: &Path, xdg: &Path) -> Command {
         let mut c = Command::new(venv_python(self.env_name));
         c.arg(workload(self.script))
