@@ -253,11 +253,14 @@ impl WhatIfReport {
         )
     }
 
-    /// What was compiled and what fits.
+    /// What was compiled and what fits (nothing is said to fit when nothing compiled).
     pub fn programs_line(&self) -> String {
+        let programs = plural(self.programs.len() as u64, "program", "programs");
+        if self.replayed == 0 {
+            return format!("{programs}: none compiled for the topology");
+        }
         format!(
-            "{}: {} compiled for the topology, {} not; {} in a chip's HBM",
-            plural(self.programs.len() as u64, "program", "programs"),
+            "{programs}: {} compiled for the topology, {} not; {} in a chip's HBM",
             self.replayed,
             self.not_replayed,
             match self.not_fitting {
@@ -732,10 +735,34 @@ mod tests {
             },
         );
         assert_eq!(w.not_replayed, 1);
+        assert!(
+            w.programs_line()
+                .ends_with(", 1 not; all compiled fit in a chip's HBM")
+        );
         let row = &w.programs[0];
         assert!(row.tpu.is_none());
         assert!(row.not_replayed.as_deref().unwrap().contains("lapack"));
         assert_eq!(w.not_fitting, 0);
         assert!(w.recompiles.iter().all(|f| f.cost.is_none()));
+
+        // Nothing compiled: nothing is said to fit.
+        let failed: BTreeMap<ProgramKey, Result<Replayed, String>> = progs
+            .iter()
+            .map(|(k, _)| (*k, Err("libtpu: refused".to_string())))
+            .collect();
+        let w = build(
+            &[&t],
+            &rep,
+            &Inputs {
+                topology: "v5e:2x2",
+                libtpu: "libtpu.so",
+                price_per_chip_hour: None,
+                replays: &failed,
+            },
+        );
+        assert_eq!(
+            w.programs_line(),
+            format!("{} programs: none compiled for the topology", progs.len())
+        );
     }
 }
