@@ -58,6 +58,18 @@ impl Topology {
         unsafe { self.d.topology_device_descriptions(self.topo) }.map(|v| v.len())
     }
 
+    /// The first device's kind (`TPU v5 lite`); `None` for a topology without devices.
+    pub fn device_kind(&self) -> Result<Option<String>> {
+        // SAFETY: `topo` and its descriptions are live while `self` is.
+        unsafe {
+            let descs = self.d.topology_device_descriptions(self.topo)?;
+            match descs.first() {
+                Some(&desc) => self.d.description_kind(desc).map(Some),
+                None => Ok(None),
+            }
+        }
+    }
+
     /// Chips in the topology: devices with distinct `coords` (a v4 chip holds two devices, one
     /// per TensorCore); the device count when the plugin gives no coordinates.
     pub fn chips(&self) -> Result<usize> {

@@ -110,6 +110,33 @@ pub fn load_driver(path: &Path) -> Result<(Driver, PluginApi), ProbeError> {
     Ok((d, info))
 }
 
+/// `PJRT_Extension_Type_TpuTopology`: an extension only libtpu's table carries.
+const EXTENSION_TYPE_TPU_TOPOLOGY: i32 = 16;
+/// How far to follow a plugin's extension chain: a corrupt chain must not loop forever.
+const MAX_EXTENSIONS: usize = 64;
+
+/// The `PJRT_Extension_Type`s on the plugin's table's extension chain, in chain order.
+pub fn extension_types(d: &Driver) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut ext = d.api().extension_start.cast_const();
+    for _ in 0..MAX_EXTENSIONS {
+        // SAFETY: a non-NULL chain entry is a live extension header in the plugin, which is
+        // never unloaded.
+        let Some(base) = (unsafe { ext.as_ref() }) else {
+            break;
+        };
+        out.push(base.type_);
+        ext = base.next.cast_const();
+    }
+    out
+}
+
+/// Whether the plugin is libtpu: its table carries the TPU topology extension (the XLA CPU
+/// plugin and other PJRT plugins do not).
+pub fn is_libtpu(d: &Driver) -> bool {
+    extension_types(d).contains(&EXTENSION_TYPE_TPU_TOPOLOGY)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -82,6 +82,32 @@ fn libtpu_topology_devices_attributes_and_cost_analysis() {
     }
 }
 
+/// Only libtpu carries the TPU topology extension (how `tpuscope whatif` tells libtpu from
+/// another PJRT plugin given as `--libtpu`); its topologies' devices are TPUs by kind.
+#[test]
+fn only_libtpu_carries_the_tpu_topology_extension() {
+    let path = find_in_env("torch_tpu", "libtpu", "libtpu.so")
+        .expect("libtpu.so missing from the torch_tpu env: run scripts/setup-envs.sh torch_tpu");
+    // SAFETY: set before libtpu is loaded; this test binary has no other thread reading env.
+    unsafe { std::env::set_var("TPU_SKIP_MDS_QUERY", "1") };
+    // SAFETY: the tables live as long as the leaked libraries.
+    let (tpu, cpu) = unsafe {
+        (
+            Driver::new(load_api(&path)).unwrap(),
+            Driver::new(load_api(&common::cpu_plugin())).unwrap(),
+        )
+    };
+    assert!(tpuscope_pjrt::probe::is_libtpu(&tpu));
+    assert!(
+        !tpuscope_pjrt::probe::is_libtpu(&cpu),
+        "{:?}",
+        tpuscope_pjrt::probe::extension_types(&cpu)
+    );
+    tpu.plugin_initialize().unwrap();
+    let topo = tpuscope_pjrt::compile_only::Topology::create(tpu, "v6e:2x2").unwrap();
+    assert_eq!(topo.device_kind().unwrap().as_deref(), Some("TPU v6 lite"));
+}
+
 /// v4 has two TensorCores per chip: what libtpu's compile-only topology counts as a device there.
 #[test]
 fn libtpu_v4_devices_and_chips() {
