@@ -71,6 +71,9 @@ enum Cmd {
     /// Internal (whatif): compile one program for a TPU topology with libtpu, print one JSON line.
     #[command(name = "__whatif-compile", hide = true)]
     WhatifCompile(whatif::replay::CompileArgs),
+    /// Internal (whatif): load libtpu and create a TPU topology, print what it is as one JSON line.
+    #[command(name = "__whatif-topology", hide = true)]
+    WhatifTopology(whatif::topology::CheckArgs),
     /// Merge the traces of one job's hosts into one file, aligned on their wall clocks.
     Merge(merge_cmd::MergeArgs),
 }
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Cmd::Doctor(args) => doctor::doctor(args),
         Cmd::ProbePlugin { path } => doctor::probe_plugin_cmd(path),
         Cmd::WhatifCompile(args) => whatif::replay::compile_cmd(args),
+        Cmd::WhatifTopology(args) => whatif::topology::check_cmd(args),
         Cmd::Whatif(args) => whatif::whatif(args),
         Cmd::Merge(args) => merge_cmd::merge(args),
     };

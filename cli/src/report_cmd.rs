@@ -143,12 +143,7 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         },
     );
 
-    // Each kind a few times at most (a forged file of 100 000 segments is not 100 000 lines).
-    let mut warnings = crate::dump::Warnings::default();
-    for w in &rep.warnings {
-        warnings.add(format!("tpuscope: warning: {w}"));
-    }
-    warnings.print();
+    print_warnings(&rep);
 
     let whatif = match &args.whatif {
         Some(topology) => {
@@ -204,6 +199,17 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         eprintln!("tpuscope: {}", rep.failure_summary());
     }
     Ok(i32::from(failed))
+}
+
+/// The report's warnings (a cut trace, no end record, recording stopped…) on stderr, as every
+/// command that builds a report says them: each kind a few times at most (a forged file of
+/// 100 000 segments is not 100 000 lines).
+pub fn print_warnings(rep: &Report) {
+    let mut warnings = crate::dump::Warnings::default();
+    for w in &rep.warnings {
+        warnings.add(format!("tpuscope: warning: {w}"));
+    }
+    warnings.print();
 }
 
 /// The report with control characters in its strings (plugin messages, paths) replaced, so

@@ -6,6 +6,7 @@
 //! `analyzers::whatif`.
 
 pub mod replay;
+pub mod topology;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -33,24 +34,32 @@ pub struct WhatifArgs {
     /// Traces (`tpuscope run` on the CPU stand-in records every program and its compile options).
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
-    /// The TPU topology, GENERATION:SHAPE: v5e:2x2, v6e:2x2, v4:2x2x1, v5p:2x2x1, …
+    /// The TPU topology, GENERATION:SHAPE, a slice that generation has: v5e:2x2, v6e:4x4,
+    /// v4:2x2x1, v5p:2x2x1, … (any case: V5E:2X2 is v5e:2x2).
     #[arg(long)]
     pub topology: String,
-    /// The libtpu to compile with. Default: the `libtpu` package of the run's Python, else of
-    /// `python3` on PATH.
+    /// The libtpu to compile with. Default: the `libtpu` package of the run's Python.
     #[arg(long, value_name = "PATH")]
     pub libtpu: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// What one chip-hour costs, to price the recompiles.
-    #[arg(long, value_name = "PRICE")]
+    #[arg(long, value_name = "PRICE", value_parser = price)]
     pub price_per_chip_hour: Option<f64>,
     /// Seconds one program may take to compile.
-    #[arg(long, default_value = "600", value_name = "S")]
+    #[arg(long, default_value = "600", value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
-    /// Compiles at once (each is a child process that uses up to all cores).
-    #[arg(long, default_value = "2", value_name = "N")]
-    pub jobs: usize,
+    /// Compiles at once, 1 to 16 (each is a child process that uses up to all cores).
+    #[arg(long, default_value = "2", value_name = "N", value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub jobs: u8,
+}
+
+/// `--price-per-chip-hour`: a finite amount above 0.
+fn price(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && p > 0.0 => Ok(p),
+        _ => Err("a price is a finite number above 0, e.g. 1.2".to_string()),
+    }
 }
 
 /// One distinct program to replay, with the bytes the trace holds for it.
@@ -98,33 +107,47 @@ pub fn print_progress(p: &Progress<'_>) {
     );
 }
 
-/// Checks a topology name before anything runs.
+/// Checks a topology name before anything runs: a generation tpuscope knows and a slice shape
+/// it has (see [`topology::parse`]).
 pub fn check_topology(topology: &str) -> Result<()> {
-    if !topology.contains(':') {
-        bail!("topology {topology}: expected GENERATION:SHAPE, e.g. v5e:2x2 or v4:2x2x1");
-    }
+    topology::parse(topology).map_err(anyhow::Error::msg)?;
     Ok(())
 }
 
-/// The what-if report of `traces` (whose report is `rep`).
+/// The what-if report of `traces` (whose report is `rep`). `Err` is one line when nothing can
+/// be compiled (a bad topology, a libtpu that is not one or that refuses the topology, traces
+/// without programs) or nothing was: then no report claims anything about the programs.
 pub fn compute(traces: &[&Trace], rep: &report::Report, s: &Settings<'_>) -> Result<WhatIfReport> {
+    let name = topology::parse(s.topology).map_err(anyhow::Error::msg)?;
+    let canonical = name.canonical();
     let python = traces.iter().find_map(|t| run_python(t));
     let Some(libtpu) = replay::find_libtpu(s.libtpu, python.as_deref()) else {
         bail!(
             "no libtpu found: pass --libtpu PATH, or `pip install libtpu` in the run's Python environment"
         );
     };
+    topology::check_libtpu_file(&libtpu).map_err(anyhow::Error::msg)?;
     let jobs = jobs(traces);
     if jobs.is_empty() {
         bail!("the traces hold no compile: nothing to compile for a TPU");
     }
-    let replays = replay_all(s, &libtpu, &jobs);
+    // libtpu's own answer once, before any program: a library that is not libtpu, or a shape
+    // libtpu aborts on, is one line here rather than the same failure for every program.
+    let facts = topology::check_with_libtpu(&libtpu, &canonical).map_err(anyhow::Error::msg)?;
+    let s = Settings {
+        topology: &canonical,
+        ..*s
+    };
+    let replays = replay_all(&s, &libtpu, &jobs);
+    if let Some(why) = nothing_compiled(&jobs, &replays, &canonical, &facts) {
+        bail!(why);
+    }
     let libtpu_text = libtpu.display().to_string();
     Ok(whatif::build(
         traces,
         rep,
         &whatif::Inputs {
-            topology: s.topology,
+            topology: &canonical,
             libtpu: &libtpu_text,
             price_per_chip_hour: s.price_per_chip_hour,
             replays: &replays,
@@ -132,8 +155,53 @@ pub fn compute(traces: &[&Trace], rep: &report::Report, s: &Settings<'_>) -> Res
     ))
 }
 
+/// When no program compiled: one line with the reason they share, else the first program's.
+fn nothing_compiled(
+    jobs: &[Job],
+    replays: &BTreeMap<ProgramKey, Result<Replayed, String>>,
+    topology: &str,
+    facts: &topology::TopologyFacts,
+) -> Option<String> {
+    if replays.values().any(Result::is_ok) {
+        return None;
+    }
+    let why = |j: &Job| match replays.get(&j.key) {
+        Some(Err(e)) => e.clone(),
+        _ => "not replayed".to_string(),
+    };
+    let first = jobs.first()?;
+    let target = format!(
+        "{topology} ({}, {})",
+        tpuscope_analyzers::units::plural(u64::from(facts.chips), "chip", "chips"),
+        facts.device_kind
+    );
+    Some(if jobs.len() == 1 {
+        format!(
+            "the traces' one program, {}, did not compile for {target}: {}",
+            first.name,
+            why(first)
+        )
+    } else if jobs.iter().all(|j| why(j) == why(first)) {
+        format!(
+            "none of the {} programs compiled for {target}: {}",
+            jobs.len(),
+            why(first)
+        )
+    } else {
+        format!(
+            "none of the {} programs compiled for {target}; the first, {}: {} (the others' reasons are above)",
+            jobs.len(),
+            first.name,
+            why(first)
+        )
+    })
+}
+
 pub fn whatif(args: &WhatifArgs) -> Result<i32> {
     check_topology(&args.topology)?;
+    if let Some(libtpu) = &args.libtpu {
+        topology::check_libtpu_file(libtpu).map_err(anyhow::Error::msg)?;
+    }
     let traces: Vec<Trace> = args
         .traces
         .iter()
@@ -153,6 +221,8 @@ pub fn whatif(args: &WhatifArgs) -> Result<i32> {
         })
         .collect();
     let rep = report::build(&inputs, &Options::default());
+    // What the traces do not hold (a cut file: programs after the cut are not compiled here).
+    crate::report_cmd::print_warnings(&rep);
     let w = compute(
         &refs,
         &rep,
@@ -160,8 +230,8 @@ pub fn whatif(args: &WhatifArgs) -> Result<i32> {
             topology: &args.topology,
             libtpu: args.libtpu.as_deref(),
             price_per_chip_hour: args.price_per_chip_hour,
-            jobs: args.jobs,
-            timeout: Duration::from_secs(args.timeout.max(1)),
+            jobs: usize::from(args.jobs),
+            timeout: Duration::from_secs(args.timeout),
             progress: &print_progress,
         },
     )?;

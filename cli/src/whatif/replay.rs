@@ -72,13 +72,7 @@ pub fn replay(
         .arg(topology)
         .arg("--dir")
         .arg(dir.path());
-    // Without it libtpu retries a cloud metadata server for minutes on a machine without a TPU.
-    if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
-        cmd.env("TPU_SKIP_MDS_QUERY", "1");
-    }
-    // libtpu takes /tmp/libtpu_lockfile at initialization: a second compile process would fail
-    // ("Internal error when accessing libtpu multi-process lockfile") while the first runs.
-    cmd.env("ALLOW_MULTIPLE_LIBTPU_LOAD", "1");
+    libtpu_env(&mut cmd);
     let child = child::run(&mut cmd, timeout).map_err(|e| match e {
         RunError::Spawn(e) => format!("cannot start the compile process: {e}"),
         RunError::TimedOut(_) => format!(
@@ -96,8 +90,19 @@ pub fn replay(
             replayed: Some(r), ..
         }) => Ok(r),
         Some(Answer { error: Some(e), .. }) => Err(e),
-        _ => Err(crash_line(&child.status, &child.stderr)),
+        _ => Err(crash_line(&child.status, &child.stderr, "compile process")),
     }
+}
+
+/// The environment of a child that loads libtpu without a TPU, beside others doing the same.
+pub(super) fn libtpu_env(cmd: &mut Command) {
+    // Without it libtpu retries a cloud metadata server for minutes on a machine without a TPU.
+    if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
+        cmd.env("TPU_SKIP_MDS_QUERY", "1");
+    }
+    // libtpu takes /tmp/libtpu_lockfile at initialization: a second compile process would fail
+    // ("Internal error when accessing libtpu multi-process lockfile") while the first runs.
+    cmd.env("ALLOW_MULTIPLE_LIBTPU_LOAD", "1");
 }
 
 /// The libtpu to use: `explicit`; else the `libtpu` package of the Python at `python` (its
@@ -322,7 +327,7 @@ fn heaviest_passes(xspace: &[u8]) -> Vec<CompilerPass> {
         .collect()
 }
 
-fn first_line(message: &str) -> &str {
+pub(super) fn first_line(message: &str) -> &str {
     message
         .lines()
         .map(str::trim)
@@ -356,19 +361,10 @@ fn cpu_only_custom_call(code: &[u8]) -> Option<String> {
 }
 
 /// HBM per chip by TPU generation, when libtpu does not say it (libtpu 0.0.52 does, as
-/// `device_memory_bytes_limit`: v5e 15.75 GiB, v6e 31.2 GiB, v5p 95.7 GiB, v4 30.5 GiB). From
-/// the Cloud TPU docs (docs.cloud.google.com/tpu/docs/v5e, v5p, v6e: 16, 95, 32 "GB", which
-/// libtpu's limits show to be GiB; v4: 32 GiB).
+/// `device_memory_bytes_limit`: v5e 15.75 GiB, v6e 31.2 GiB, v5p 95.7 GiB, v4 30.5 GiB); the
+/// Cloud TPU docs' figures, which libtpu's limits show to be GiB.
 fn hbm_of_generation(topology: &str) -> Option<u64> {
-    const GIB: u64 = 1 << 30;
-    let generation = topology.split(':').next()?.to_ascii_lowercase();
-    match generation.as_str() {
-        "v4" => Some(32 * GIB),
-        "v5e" | "v5litepod" | "v5lite" => Some(16 * GIB),
-        "v5p" => Some(95 * GIB),
-        "v6e" => Some(32 * GIB),
-        _ => None,
-    }
+    super::topology::generation_of(topology).map(|g| g.hbm_gib << 30)
 }
 
 /// A private directory for one compile's files, removed when dropped.
@@ -378,15 +374,16 @@ fn tempdir() -> std::io::Result<tempfile::TempDir> {
         .tempdir()
 }
 
-/// One line for a child that gave no answer: how it ended and what it said last (libtpu's
-/// `Check failed` line when it aborted).
-fn crash_line(status: &ExitStatus, stderr: &str) -> String {
+/// One line for a child (`what`: "compile process") that gave no answer: how it ended and what
+/// it said last (libtpu's `Check failed` line when it aborted).
+pub(super) fn crash_line(status: &ExitStatus, stderr: &str, what: &str) -> String {
     let how = match (status.code(), status.signal()) {
-        (Some(c), _) => format!("the compile process exited with status {c}"),
-        (None, Some(6)) => "the compile process aborted (SIGABRT)".to_string(),
-        (None, Some(11)) => "the compile process crashed (SIGSEGV)".to_string(),
-        (None, Some(s)) => format!("the compile process was killed by signal {s}"),
-        (None, None) => "the compile process ended abnormally".to_string(),
+        (Some(c), _) => format!("the {what} exited with status {c}"),
+        (None, Some(6)) => format!("the {what} aborted (SIGABRT)"),
+        (None, Some(8)) => format!("the {what} crashed (SIGFPE)"),
+        (None, Some(11)) => format!("the {what} crashed (SIGSEGV)"),
+        (None, Some(s)) => format!("the {what} was killed by signal {s}"),
+        (None, None) => format!("the {what} ended abnormally"),
     };
     let lines: Vec<&str> = stderr
         .lines()
@@ -446,6 +443,7 @@ mod tests {
         let l = crash_line(
             &status,
             "noise\nF1125 check.cc:1] Check failed: id < CoreCount() (1 vs. 1)\n*** trace\n",
+            "compile process",
         );
         assert!(
             l.contains("SIGABRT") && l.contains("Check failed: id < CoreCount"),
