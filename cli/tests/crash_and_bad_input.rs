@@ -257,11 +257,22 @@ fn run_without_any_plugin_names_what_to_install() {
 #[test]
 fn run_of_a_missing_command_or_broken_python_is_one_line() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run_tpuscope(&["run", "--", "/no/such/python3", "x.py"], &[], dir.path());
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("no such command"), "{err}");
+    // What is wrong with the command itself, as execvp would find it (before: /etc/passwd
+    // was "no PJRT plugin found for python3").
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "not a program").unwrap();
+    for (cmd, said) in [
+        ("/no/such/python3", "cannot run /no/such/python3: no such file"),
+        ("no-such-command-here", "no such command on PATH"),
+        ("/etc", "cannot run /etc: it is a directory"),
+        (notes.to_str().unwrap(), "it is not an executable file"),
+    ] {
+        let out = run_tpuscope(&["run", "--", cmd, "x.py"], &[], dir.path());
+        assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(said), "{cmd}: {err}");
+    }
 
     // A "python" that cannot start.
     let fake = dir.path().join("python3");
