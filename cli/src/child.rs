@@ -87,9 +87,32 @@ fn drain(r: Option<impl Read + Send + 'static>) -> mpsc::Receiver<Vec<u8>> {
     rx
 }
 
+/// Names the tpuscope that started a child `tpuscope __…` command (see [`die_with_parent`]).
+const PARENT_VAR: &str = "TPUSCOPE_PARENT_PID";
+
+/// In a child `tpuscope __…` command started by [`run`]: dies with the tpuscope that started it
+/// (SIGKILL from the kernel when it ends, however it ends), so that a `whatif` or `doctor`
+/// stopped by SIGTERM, Ctrl-C or a crash leaves no libtpu compile running on behind it (the
+/// children run in a process group of their own, out of the terminal's reach).
+pub fn die_with_parent() {
+    let Some(parent) = std::env::var(PARENT_VAR)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return;
+    };
+    // Without it the child still ends at its deadline.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    // The parent may have died before that: then this process has another parent already.
+    if nix::unistd::getppid().as_raw() != parent {
+        std::process::exit(1);
+    }
+}
+
 /// Runs `cmd` (stdin closed, output captured) for at most `timeout`.
 pub fn run(cmd: &mut Command, timeout: Duration) -> Result<Finished, RunError> {
-    cmd.stdin(Stdio::null())
+    cmd.env(PARENT_VAR, std::process::id().to_string())
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so a timeout also ends whatever it started.

@@ -87,6 +87,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if matches!(
+        cli.command,
+        Cmd::ProbePlugin { .. } | Cmd::WhatifCompile(_) | Cmd::WhatifTopology(_)
+    ) {
+        child::die_with_parent();
+    }
     let result = match &cli.command {
         Cmd::Run(args) => run::run(args),
         Cmd::Dump { json, trace } => dump::dump(trace, *json).map(|()| 0),

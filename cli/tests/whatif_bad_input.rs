@@ -307,3 +307,75 @@ fn when_no_program_compiles_the_command_fails_with_the_reason() {
     let w: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(w["replayed"], 2, "{w}");
 }
+
+/// The `__whatif-compile` children running now for the whatif process `parent`.
+fn compile_children(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains("__whatif-compile")
+                && String::from_utf8_lossy(&environ)
+                    .contains(&format!("TPUSCOPE_PARENT_PID={parent}\0"))
+        })
+        .collect()
+}
+
+/// SIGTERM (or any death) of `whatif` ends its libtpu compiles at once: they run in a process
+/// group of their own, out of the terminal's reach, and die with the tpuscope that started them.
+/// (A compile child lives 0.25-0.5 s here, most of it loading libtpu: one left to itself would
+/// outlive the 150 ms allowed.)
+#[test]
+fn a_whatif_stopped_by_sigterm_leaves_no_compile_behind() {
+    use std::time::{Duration, Instant};
+    let libtpu = libtpu();
+    for round in 0..3 {
+        let own_cache = tempfile::tempdir().unwrap();
+        let mut child = Command::new(tpuscope())
+            .arg("whatif")
+            .arg(jax_lr())
+            .args([
+                "--topology",
+                "v5e:2x2",
+                "--libtpu",
+                libtpu.to_str().unwrap(),
+            ])
+            .env("XDG_CACHE_HOME", own_cache.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let parent = child.id();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while compile_children(parent).is_empty() {
+            assert!(Instant::now() < deadline, "no compile started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        let running = compile_children(parent);
+        assert!(
+            Command::new("kill")
+                .arg(parent.to_string())
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(!child.wait().unwrap().success());
+        let gone = Instant::now() + Duration::from_millis(150);
+        while running.iter().any(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                !s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+        }) {
+            assert!(
+                Instant::now() < gone,
+                "round {round}: compiles {running:?} still run after their whatif ended"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
