@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use tpuscope_analyzers::describe::{self, ExecutableNames};
 use tpuscope_core::event::Record;
 use tpuscope_core::json::{manifest_json, record_json};
@@ -19,11 +19,7 @@ const WAIT_FOR_CLIENT: usize = 4096;
 
 /// The one-line message of a trace that cannot be read (the path once, the OS error once).
 pub fn read_error(path: &Path, e: ReadError) -> anyhow::Error {
-    match e {
-        // Its message already names the path and the OS error.
-        ReadError::Io { .. } => anyhow!("{e}"),
-        other => anyhow!("{}: {other}", path.display()),
-    }
+    anyhow::Error::msg(e.line(path))
 }
 
 pub fn dump(path: &Path, as_json: bool) -> Result<()> {

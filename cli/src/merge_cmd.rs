@@ -13,7 +13,7 @@ use tpuscope_analyzers::hosts;
 use tpuscope_core::event::{SEGMENT_KIND, SEGMENT_MINOR, Segment};
 use tpuscope_core::format::{self, FORMAT_MAJOR, FRAME_HEADER_LEN};
 use tpuscope_core::reader::{FrameItem, FrameIter, parse_header};
-use tpuscope_core::{Completeness, ReadError, Trace, align};
+use tpuscope_core::{Completeness, Trace, align};
 
 use crate::output::Output;
 
@@ -166,12 +166,8 @@ fn part_name(args: &MergeArgs, parts: &[Part], i: usize) -> String {
 
 /// The hosts one input holds (one for a plain trace), with the alignment of each.
 fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
-    let header = parse_header(bytes).map_err(|e| match e {
-        ReadError::Io { .. } => anyhow!("{e}"),
-        other => anyhow!("{}: {other}", path.display()),
-    })?;
-    let traces =
-        tpuscope_core::read_traces(bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let header = parse_header(bytes).map_err(|e| crate::dump::read_error(path, e))?;
+    let traces = tpuscope_core::read_traces(bytes).map_err(|e| crate::dump::read_error(path, e))?;
     // Frame ranges per segment, split by the same rule as the reader: a segment marker after
     // any frame starts the next segment; damaged bytes and a cut tail are left out.
     let mut ranges: Vec<Vec<(usize, usize)>> = vec![Vec::new()];

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use tpuscope_analyzers::report::{self, Budget, Input, REPORT_VERSION, Report};
-use tpuscope_core::ReadError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -244,11 +243,7 @@ fn printable(r: &Report) -> Report {
 }
 
 fn read_traces(path: &Path) -> Result<Vec<tpuscope_core::Trace>> {
-    tpuscope_core::read_traces_file(path).map_err(|e| match e {
-        // Its message already names the path and the OS error: no chain to repeat them.
-        ReadError::Io { .. } => anyhow!("{e}"),
-        other => anyhow!("{}: {other}", path.display()),
-    })
+    tpuscope_core::read_traces_file(path).map_err(|e| crate::dump::read_error(path, e))
 }
 
 fn read_baseline(path: &Path) -> Result<serde_json::Value> {

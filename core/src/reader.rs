@@ -30,6 +30,17 @@ pub enum ReadError {
     },
 }
 
+impl ReadError {
+    /// The one line a user reads for input `path`: the path named once (an I/O error names it
+    /// already), then why.
+    pub fn line(&self, path: &Path) -> String {
+        match self {
+            Self::Io { .. } => self.to_string(),
+            other => format!("{}: {other}", path.display()),
+        }
+    }
+}
+
 /// The parsed file header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {

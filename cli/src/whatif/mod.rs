@@ -206,8 +206,7 @@ pub fn whatif(args: &WhatifArgs) -> Result<i32> {
         .traces
         .iter()
         .map(|p| {
-            tpuscope_core::reader::read_trace_file(p)
-                .with_context(|| format!("reading {}", p.display()))
+            tpuscope_core::reader::read_trace_file(p).map_err(|e| crate::dump::read_error(p, e))
         })
         .collect::<Result<_>>()?;
     let refs: Vec<&Trace> = traces.iter().collect();
