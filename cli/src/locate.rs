@@ -177,9 +177,15 @@ print(json.dumps({
 }))
 "#;
 
-/// The Python a command will run: the command itself when it is a Python interpreter, else
-/// `$TPUSCOPE_PYTHON`, else `python3` on `PATH`.
+/// The Python a command will run: [`named_python`], else `python3` on `PATH` (a guess).
 pub fn workload_python(cmd: &[String]) -> Option<PathBuf> {
+    named_python(cmd).or_else(|| resolve_in_path("python3"))
+}
+
+/// The Python the command names: `$TPUSCOPE_PYTHON`, the command itself when it is a Python
+/// interpreter, or the Python of its shebang (a console script such as torchrun). `None` when
+/// it names none.
+pub fn named_python(cmd: &[String]) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("TPUSCOPE_PYTHON") {
         return Some(PathBuf::from(p));
     }
@@ -213,7 +219,7 @@ pub fn workload_python(cmd: &[String]) -> Option<PathBuf> {
             return resolve_in_path(prog);
         }
     }
-    resolve_in_path("python3")
+    None
 }
 
 /// The program `prog` names, as `execvp` finds it: a path when it holds a `/`, else the first

@@ -40,7 +40,7 @@ const SCAN_EVERY: Duration = Duration::from_millis(500);
 const ACCEPT_POLL: Duration = Duration::from_millis(200);
 
 /// The addresses `spec` names: `PORT` or `:PORT` (loopback), `HOST:PORT`, `[V6]:PORT`.
-fn parse_addr(spec: &str) -> Result<Vec<SocketAddr>> {
+pub(crate) fn parse_addr(spec: &str) -> Result<Vec<SocketAddr>> {
     let spec = spec.trim();
     let port_only = spec.strip_prefix(':').unwrap_or(spec);
     if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {

@@ -303,9 +303,23 @@ fn out_spec(out: Option<&Path>) -> Result<OutSpec> {
 pub fn run(args: &RunArgs) -> Result<i32> {
     let program = args.cmd.first().context("no command given")?;
     locate::resolve_command(program)?;
+    if let Some(m) = &args.metrics {
+        // Checked before any work; bound just before the workload starts.
+        crate::metrics::parse_addr(m)?;
+    }
     let collector = locate::collector_path()?;
     let agent_dir = locate::agent_dir()?;
     let python = locate::workload_python(&args.cmd);
+    // A command that names no Python: the plugin is looked for with python3 on PATH, a guess
+    // that a failure must say it made.
+    let guessed = |e: anyhow::Error| match locate::named_python(&args.cmd) {
+        Some(_) => e,
+        None => e.context(format!(
+            "{program} is not a Python interpreter nor a script with a Python shebang, so \
+             tpuscope looked for the PJRT plugin with the python3 on PATH (set TPUSCOPE_PYTHON \
+             to the workload's Python, or pass --plugin PATH)"
+        )),
+    };
     let py_env = match (&python, &args.plugin) {
         (Some(p), _) => match locate::probe_python(p) {
             Ok(env) => Some(env),
@@ -314,11 +328,11 @@ pub fn run(args: &RunArgs) -> Result<i32> {
                 eprintln!("tpuscope: note: {e:#}");
                 None
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(guessed(e)),
         },
         (None, _) => None,
     };
-    let plugin = choose_plugin(args.plugin.as_deref(), py_env.as_ref())?;
+    let plugin = choose_plugin(args.plugin.as_deref(), py_env.as_ref()).map_err(guessed)?;
     if let Some(p) = &args.plugin {
         // As the user named it.
         check_plugin(p)?;

@@ -262,7 +262,10 @@ fn run_of_a_missing_command_or_broken_python_is_one_line() {
     let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "not a program").unwrap();
     for (cmd, said) in [
-        ("/no/such/python3", "cannot run /no/such/python3: no such file"),
+        (
+            "/no/such/python3",
+            "cannot run /no/such/python3: no such file",
+        ),
         ("no-such-command-here", "no such command on PATH"),
         ("/etc", "cannot run /etc: it is a directory"),
         (notes.to_str().unwrap(), "it is not an executable file"),
@@ -273,6 +276,41 @@ fn run_of_a_missing_command_or_broken_python_is_one_line() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(said), "{cmd}: {err}");
     }
+
+    // A command that names no Python: the plugin is looked for with python3 on PATH, and a
+    // failure says so (before: "no PJRT plugin found for python3" after `run -- true`).
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let python3 = bin.join("python3");
+    std::fs::write(&python3, "#!/bin/sh\necho 'not this one' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(
+        &python3,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let out = run_tpuscope(&["run", "--", "true"], &[("PATH", &path)], dir.path());
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("true is not a Python interpreter nor a script with a Python shebang")
+            && err.contains("python3 on PATH")
+            && err.contains("not this one"),
+        "{err}"
+    );
+    // A bad --metrics address is said before any work (no Python asked).
+    let out = run_tpuscope(
+        &["run", "--metrics", "nope:xx", "--", "true"],
+        &[("PATH", &path)],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("tpuscope: error: --metrics nope:xx: "),
+        "{err}"
+    );
 
     // A "python" that cannot start.
     let fake = dir.path().join("python3");
