@@ -205,18 +205,21 @@ fn existing_session(pid: u32) -> Existing {
         if socket.symlink_metadata().is_err() {
             return Existing::None;
         }
-        let manifest = UnixStream::connect(&socket)
-            .ok()
-            .and_then(crate::ps::read_manifest);
-        match manifest {
-            Some(m) if m.role != "attach" => return Existing::Own,
-            Some(m) if m.attach_owner_pid == 0 || alive(m.attach_owner_pid) => {
-                return Existing::Attached {
-                    owner: m.attach_owner_pid,
-                };
+        // Refused: the socket of a session that ended (or of a process that died) not yet
+        // removed.
+        if let Ok(stream) = UnixStream::connect(&socket) {
+            match crate::ps::read_manifest(stream) {
+                // It answers without a manifest: the viewer says what is wrong with it.
+                None => return Existing::Own,
+                Some(m) if m.role != "attach" => return Existing::Own,
+                Some(m) if m.attach_owner_pid == 0 || alive(m.attach_owner_pid) => {
+                    return Existing::Attached {
+                        owner: m.attach_owner_pid,
+                    };
+                }
+                // Its tpuscope is gone: the session is ending.
+                Some(_) => {}
             }
-            // Its tpuscope is gone, or the socket no longer answers: the session is ending.
-            _ => {}
         }
         if Instant::now() >= deadline {
             // Still there: the attach in place finds out what the process holds.

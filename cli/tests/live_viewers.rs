@@ -210,23 +210,29 @@ impl FakeSocket {
             UnixListener::bind(dir.join(format!("{}.sock", std::process::id()))).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
+        // Every connection gets the same (attach asks the socket what records the process
+        // before it connects its viewer, as a real process serves several viewers).
+        let then = Arc::new(then);
         std::thread::spawn(move || {
-            let Ok((mut s, _)) = listener.accept() else {
-                return;
-            };
-            if s.write_all(&head).is_err() {
-                return;
-            }
-            match then {
-                Then::Close => {}
-                Then::Repeat(body) => {
-                    while !stop2.load(Ordering::Relaxed) && s.write_all(&body).is_ok() {}
-                }
-                Then::Hang => {
-                    while !stop2.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(20));
+            for conn in listener.incoming() {
+                let Ok(mut s) = conn else { return };
+                let (head, then, stop) = (head.clone(), Arc::clone(&then), Arc::clone(&stop2));
+                std::thread::spawn(move || {
+                    if s.write_all(&head).is_err() {
+                        return;
                     }
-                }
+                    match &*then {
+                        Then::Close => {}
+                        Then::Repeat(body) => {
+                            while !stop.load(Ordering::Relaxed) && s.write_all(body).is_ok() {}
+                        }
+                        Then::Hang => {
+                            while !stop.load(Ordering::Relaxed) {
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                        }
+                    }
+                });
             }
         });
         FakeSocket { xdg, stop }
