@@ -580,6 +580,18 @@ pub fn serve(hub: Arc<Hub>, dir: Option<&std::path::Path>) {
 /// When a session ends (at exit, or when `tpuscope attach` detaches), after the writer closed
 /// the trace: lets the viewers be sent the rest (at most [`EXIT_WAIT`]), removes the socket and
 /// stops the serving thread. Nothing in a forked child (the socket is its parent's).
+/// Takes the socket's name away, so that nobody new connects to a session that is ending (its
+/// viewers keep their connections to the end of the trace). `finish` does the rest.
+pub fn unpublish() {
+    let Ok(bound) = BOUND.lock() else { return };
+    if let Some(s) = bound.as_ref()
+        && std::process::id() == s.pid
+    {
+        // Gone already, or never there: nothing to take away.
+        let _ = std::fs::remove_file(&s.path);
+    }
+}
+
 pub fn finish() {
     let Some(s) = BOUND.lock().ok().and_then(|mut b| b.take()) else {
         return;

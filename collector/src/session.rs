@@ -130,6 +130,9 @@ pub fn start_attached(
 /// Ends an attach session: the queue drained, the end record written, viewers sent the rest,
 /// the socket removed. Hooks still running finish; what they record is dropped.
 pub fn stop_attached() {
+    // First: a `tpuscope attach` right after this one must find no socket (and attach anew,
+    // its request waiting for this detach), not connect to a session whose trace is closing.
+    crate::live::unpublish();
     shutdown();
     if let Some(r) = recorder::global() {
         r.set_enabled(false);
