@@ -8,7 +8,10 @@
 # the two in sequence, on a generated 100 MB training trace, one core; PASS/FAIL of the sequence
 # against 100 MB/s and 1 M events/s), saved as text (target/bench/analyze.txt), and the export
 # benchmark (scripts/bench/export.sh: events/s and peak RSS of `tpuscope export` on generated
-# 1 M and 10 M event traces; target/bench/export.txt). They need no Python env.
+# 1 M and 10 M event traces; target/bench/export.txt), and the report benchmark
+# (scripts/bench/report.sh: CPU-s, MB/s and peak RSS of `tpuscope report` on generated 1 M and
+# 10 M event traces, PASS/MISS against issue 23's targets; target/bench/report.txt). They need no
+# Python env.
 # Parts: collector/benches/hooks.rs (ns added per hooked call, execute cost, writer ceiling),
 # scripts/bench/capture.py (cost per captured Python stack), scripts/bench/jax_step.py (step-time
 # ratio of a jitted JAX loop with and without the collector), scripts/bench/xla_ir_debug.py (the
@@ -54,6 +57,10 @@ fi
 if [ "$analyze" = 1 ]; then
   echo "== export: events/s and peak RSS of tpuscope export (1 M and 10 M events, streamed)" >&2
   { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/export.sh; } | tee target/bench/export.txt
+fi
+if [ "$analyze" = 1 ]; then
+  echo "== report: CPU-s and peak RSS of tpuscope report against trace length (1 M and 10 M events)" >&2
+  { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/report.sh; } | tee target/bench/report.txt
 fi
 if [ "$analyze_only" = 1 ]; then exit 0; fi
 if [ "$xla" = 1 ]; then

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Report cost against trace length (issue 23): generates synthetic training traces of N event
+# records (core/examples/gen_trace.rs: uneven steps, a data-loader thread, 300 sync sites, memory
+# samples, the jax_lr sample's programs recompiled every 500 steps) and runs the release `tpuscope report` on each, text and
+# JSON, under /usr/bin/time. Prints, per event count and format: wall seconds, CPU seconds,
+# MB/s and events/s per CPU second, peak RSS and bytes of RSS per event; then PASS/MISS against
+# the targets: a 10 M-event report in <= 1.0 CPU-s (>= 350 MB/s) and <= 300 MB peak RSS, and
+# peak RSS independent of length (the largest trace within 1.5x of the smallest). A miss is
+# reported, never an error exit. Saved as target/bench/report.txt by scripts/bench.sh.
+#   scripts/bench/report.sh [EVENTS...]     (default: 1000000 10000000)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+counts=("$@")
+[ ${#counts[@]} -gt 0 ] || counts=(1000000 10000000)
+[ -x /usr/bin/time ] || { echo "bench: /usr/bin/time (GNU time) is needed for peak RSS" >&2; exit 1; }
+
+cargo build --release -p tpuscope >&2
+cargo build --release -p tpuscope-core --example gen_trace >&2
+bin=target/release/tpuscope
+gen=target/release/examples/gen_trace
+dir=target/bench/report
+mkdir -p "$dir"
+
+printf '%-10s %-6s %8s %8s %9s %12s %9s %9s\n' events format wall-s cpu-s MB/s events/s "peak MB" B/event
+rss_first="" rss_last="" n_last=""
+for n in "${counts[@]}"; do
+  trace="$dir/train-$n.tps"
+  # The sample's real programs recompile in it: families and diffs are real work.
+  [ -s "$trace" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps
+  mb=$(awk -v b="$(stat -c %s "$trace")" 'BEGIN { printf "%.1f", b / 1048576 }')
+  for format in text json; do
+    # GNU time: elapsed, user and sys seconds and peak RSS in KB on the last line of stderr.
+    stats="$({ /usr/bin/time -f '%e %U %S %M' "$bin" report "$trace" --format "$format" \
+      2>&1 >/dev/null; } | tail -1)"
+    read -r wall user sys kb <<<"$stats"
+    line=$(awk -v n="$n" -v w="$wall" -v u="$user" -v y="$sys" -v kb="$kb" -v mb="$mb" -v f="$format" 'BEGIN {
+      s = u + y; if (s <= 0) s = 0.001;
+      printf "%-10d %-6s %8.2f %8.2f %9.0f %12.0f %9.1f %9.1f", n, f, w, s, mb / s, n / s, kb / 1024, kb * 1024 / n
+    }')
+    verdict=""
+    if [ "$n" -ge 10000000 ] && [ "$format" = text ]; then
+      verdict=$(awk -v u="$user" -v y="$sys" -v kb="$kb" 'BEGIN {
+        s = u + y;
+        printf "%s <= 1.0 CPU-s, %s <= 300 MB", (s <= 1.0 ? "PASS" : "MISS"), (kb / 1024 <= 300 ? "PASS" : "MISS")
+      }')
+    fi
+    echo "$line  $verdict"
+    if [ "$format" = text ]; then
+      [ -n "$rss_first" ] || rss_first=$kb
+      rss_last=$kb n_last=$n
+    fi
+  done
+done
+if [ "${#counts[@]}" -gt 1 ]; then
+  awk -v a="$rss_first" -v b="$rss_last" -v n0="${counts[0]}" -v n1="$n_last" 'BEGIN {
+    r = b / a;
+    printf "peak RSS at %d events / at %d events: %.2fx  %s <= 1.5x (independent of length)\n", n1, n0, r, (r <= 1.5 ? "PASS" : "MISS")
+  }'
+fi
