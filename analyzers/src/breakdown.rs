@@ -342,7 +342,7 @@ pub fn run_breakdown(run: usize, trace: &Trace, syncs: &[SyncView], steps: &Step
     let (start, end) = window(trace, steps);
     let mut compiling = Vec::new();
     let mut per_device: Vec<Vec<(u64, u64)>> = Vec::new();
-    let mut launched: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut launched: rustc_hash::FxHashMap<u64, u64> = rustc_hash::FxHashMap::default();
     // (dispatch, completion) of each timed launch, for the steady state's real end.
     let mut completions: Vec<(u64, u64)> = Vec::new();
     let mut done: Vec<(u64, usize, u64)> = Vec::new();
@@ -631,16 +631,34 @@ fn slow_steps(
         .collect();
     out.sort_by(|a, b| b.0.ms.total_cmp(&a.0.ms));
     out.truncate(10);
-    // Each note reads the whole trace: only for the steps kept (a loop that recompiles every
-    // step has thousands of slow steps, and the live view rebuilds this often).
+    // Notes only for the steps kept (a loop that recompiles every step has thousands of slow
+    // steps, and the live view rebuilds this often), from one pass over the trace.
     if out.is_empty() {
         return Vec::new();
     }
     let names = crate::steps::executable_names(trace);
+    let compiles = compiles_in_order(trace);
     out.into_iter()
         .map(|(mut slow, (a, b))| {
-            slow.notes = step_notes(trace, &names, a, b);
+            slow.notes = step_notes(&compiles, &names, a, b);
             slow
+        })
+        .collect()
+}
+
+/// The compiles of a trace in file order (start, duration, id, name).
+fn compiles_in_order(trace: &Trace) -> Vec<(u64, u64, u64, &str)> {
+    trace
+        .events
+        .iter()
+        .filter_map(|r| match r {
+            Record::Compile(c) => Some((
+                c.t_ns,
+                c.dur_ns,
+                c.executable_id,
+                c.executable_name.as_str(),
+            )),
+            _ => None,
         })
         .collect()
 }
@@ -678,35 +696,33 @@ pub fn straggler_cause(host: &RunBreakdown, all: &[&RunBreakdown]) -> Option<(Ca
         .filter(|(_, extra)| *extra > 0.0)
 }
 
-/// What compiled in a step: `jit_train_step compiled in 412 ms`.
+/// What compiled in a step: `jit_train_step compiled in 412 ms` (the first three, in file
+/// order).
 fn step_notes(
-    trace: &Trace,
+    compiles: &[(u64, u64, u64, &str)],
     names: &std::collections::HashMap<u64, String>,
     a: u64,
     b: u64,
 ) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in &trace.events {
-        if let Record::Compile(c) = r
-            && c.t_ns >= a
-            && c.t_ns < b
-            && out.len() < 3
-        {
-            let name = if c.executable_name.is_empty() {
+    compiles
+        .iter()
+        .filter(|&&(t, ..)| t >= a && t < b)
+        .take(3)
+        .map(|&(_, dur_ns, id, name)| {
+            let name = if name.is_empty() {
                 names
-                    .get(&c.executable_id)
+                    .get(&id)
                     .cloned()
                     .unwrap_or_else(|| "a program".into())
             } else {
-                c.executable_name.clone()
+                name.to_string()
             };
-            out.push(format!(
+            format!(
                 "{name} compiled in {}",
-                crate::units::duration(c.dur_ns as f64 / 1e6)
-            ));
-        }
-    }
-    out
+                crate::units::duration(dur_ns as f64 / 1e6)
+            )
+        })
+        .collect()
 }
 
 /// The breakdowns of several runs added up (a job's hosts side by side stay per run).

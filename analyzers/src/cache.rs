@@ -58,7 +58,7 @@ pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool
     let mut stored_names: Vec<HashSet<String>> = Vec::new();
     let mut load_attempts: Vec<u64> = Vec::new();
     for trace in traces {
-        let mut launched: HashSet<u64> = HashSet::new();
+        let mut launched: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
         let mut stored = HashSet::new();
         let mut attempts = 0;
         for r in &trace.events {

@@ -50,7 +50,7 @@ pub struct CompileView {
 pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
     let frontend = crate::report::frontend_of(trace);
     // Launch times per executable id (ids are handles: a freed one may be reused later).
-    let mut launches: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut launches: rustc_hash::FxHashMap<u64, Vec<u64>> = rustc_hash::FxHashMap::default();
     for r in &trace.events {
         let (id, t) = match r {
             Record::Execute(e) => (e.executable_id, e.t_ns),

@@ -1,6 +1,8 @@
 //! Step boundaries and what each step did.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
@@ -126,7 +128,7 @@ pub struct ExecutableInfo {
 /// Every executable id of a trace with its graph, call site and origin.
 pub fn executable_info(trace: &Trace) -> HashMap<u64, ExecutableInfo> {
     let frontend = crate::report::frontend_of(trace);
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     for r in &trace.events {
         let (id, name, stack, num_outputs, compile_ns) = match r {
             Record::Compile(c) => (
@@ -225,9 +227,9 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
 /// Gathers the markers, the launches by group, and the compile times of a trace.
 fn scan<'a>(trace: &'a Trace, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
     let mut markers: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    let mut groups: HashMap<Key<'_>, Launches> = HashMap::new();
+    let mut groups: HashMap<Key<'_>, Launches> = HashMap::default();
     // seq → (group, start, dispatch) of executes, for their completions.
-    let mut pending: HashMap<u64, (Key<'_>, u64, u64)> = HashMap::new();
+    let mut pending: HashMap<u64, (Key<'_>, u64, u64)> = HashMap::default();
     let mut done: Vec<(u64, u64)> = Vec::new();
     let mut first_t = u64::MAX;
     let mut last_t = 0;
@@ -437,7 +439,9 @@ pub fn steps(trace: &Trace, sync_times: &[(u64, u64)]) -> Steps {
             Phases::from_steps(&bounds, run_start, run_end)
         },
     };
-    let mut seen: Vec<HashSet<u64>> = vec![HashSet::new(); steps.len()];
+    // (step, executable) of every launch in a step: counted distinct per step after the pass
+    // (a set per step costs an allocation each on a long run).
+    let mut seen: Vec<(usize, u64)> = Vec::new();
     let index = |t: u64| {
         let i = bounds.partition_point(|b| b.1 <= t);
         bounds.get(i).filter(|b| b.0 <= t).map(|_| i)
@@ -447,13 +451,13 @@ pub fn steps(trace: &Trace, sync_times: &[(u64, u64)]) -> Steps {
             Record::Execute(e) => {
                 if let Some(i) = index(e.t_ns) {
                     steps[i].executes += 1;
-                    seen[i].insert(e.executable_id);
+                    seen.push((i, e.executable_id));
                 }
             }
             Record::ExecuteSummary(e) => {
                 if let Some(i) = index(e.t_start_ns) {
                     steps[i].executes += u32::try_from(e.count).unwrap_or(u32::MAX);
-                    seen[i].insert(e.executable_id);
+                    seen.push((i, e.executable_id));
                 }
             }
             Record::Compile(c) => {
@@ -470,8 +474,12 @@ pub fn steps(trace: &Trace, sync_times: &[(u64, u64)]) -> Steps {
             steps[i].stall_ns += stall;
         }
     }
-    for (s, set) in steps.iter_mut().zip(&seen) {
-        s.distinct_executables = u32::try_from(set.len()).unwrap_or(u32::MAX);
+    seen.sort_unstable();
+    seen.dedup();
+    for (i, _) in seen {
+        if let Some(s) = steps.get_mut(i) {
+            s.distinct_executables = s.distinct_executables.saturating_add(1);
+        }
     }
     out.steps = steps;
     out
