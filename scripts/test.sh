@@ -18,6 +18,10 @@ scripts/setup-system.sh
 
 step "format and lint"
 cargo fmt --all -- --check
+# fuzz/ is its own workspace: a dependency added to a crate it uses must reach its lock file too,
+# and that should fail here, not after the tests.
+cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null ||
+    { echo "fuzz/Cargo.lock is stale: run (cd fuzz && cargo metadata >/dev/null) and commit it" >&2; exit 1; }
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "build"
