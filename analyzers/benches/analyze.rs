@@ -590,10 +590,7 @@ fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, Duration, T) {
 }
 
 fn analyze_one(trace: &Trace) -> Report {
-    analyze(&[Input {
-        path: "train.tps".into(),
-        trace,
-    }])
+    analyze(&[Input::new("train.tps", trace)])
 }
 
 fn main() {

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
+use crate::digest::Digest;
 use crate::phases::Phase;
 use crate::steps::Steps;
 use crate::syncs::SyncView;
@@ -338,37 +339,45 @@ fn intersect(x: &[(u64, u64)], y: &[(u64, u64)]) -> Vec<(u64, u64)> {
 
 /// The breakdown of one run (`syncs`: its host syncs, as the report counts them; `steps`: its
 /// steps).
-pub fn run_breakdown(run: usize, trace: &Trace, syncs: &[SyncView], steps: &Steps) -> RunBreakdown {
-    let (start, end) = window(trace, steps);
+pub fn run_breakdown(
+    run: usize,
+    trace: &Trace,
+    d: &Digest,
+    syncs: &[SyncView],
+    steps: &Steps,
+) -> RunBreakdown {
+    let (start, end) = window(trace, d, steps);
     let mut compiling = Vec::new();
     let mut per_device: Vec<Vec<(u64, u64)>> = Vec::new();
     let mut launched: rustc_hash::FxHashMap<u64, u64> = rustc_hash::FxHashMap::default();
     // (dispatch, completion) of each timed launch, for the steady state's real end.
     let mut completions: Vec<(u64, u64)> = Vec::new();
-    let mut done: Vec<(u64, usize, u64)> = Vec::new();
     let mut timing = DeviceTiming {
         launches: 0,
         timed: 0,
     };
-    for r in &trace.events {
+    for (_, r) in d.others() {
         match r {
             Record::Compile(c) => compiling.push((c.t_ns, c.t_ns + c.dur_ns)),
             Record::Load(l) => compiling.push((l.t_ns, l.t_ns + l.dur_ns)),
             Record::CacheLoad(l) => compiling.push((l.t_ns, l.t_ns + l.dur_ns)),
-            Record::Execute(e) if e.error.is_none() => {
-                timing.launches += 1;
-                if e.completion_tracked {
-                    timing.timed += 1;
-                    launched.insert(e.seq, e.t_ns);
-                }
-            }
             Record::ExecuteSummary(s) => timing.launches += s.count,
-            // A fast launch completes before its execute hook returns and records it: the
-            // completion may come first in the trace, so launches are matched after the pass.
-            Record::ExecuteComplete(c) => done.push((c.seq, c.device_index as usize, c.t_ns)),
             _ => {}
         }
     }
+    for e in d.launches.iter().filter(|e| !e.failed) {
+        timing.launches += 1;
+        if e.completion_tracked {
+            timing.timed += 1;
+            launched.insert(e.seq, e.t_ns);
+        }
+    }
+    // A fast launch completes before its execute hook returns and records it: the completion
+    // may come first in the trace, so launches are matched after the pass.
+    let done = d
+        .completions
+        .iter()
+        .map(|c| (c.seq, c.device_index as usize, c.t_ns));
     for (seq, d, t1) in done {
         if let Some(&t0) = launched.get(&seq) {
             if per_device.len() <= d {
@@ -441,8 +450,8 @@ pub fn run_breakdown(run: usize, trace: &Trace, syncs: &[SyncView], steps: &Step
     steady_ms.sort_by(f64::total_cmp);
     let step_time = percentiles(&steady_ms);
     let steps_per_s = steady_throughput(steps, &completions);
-    let slow_steps = slow_steps(trace, steps, &step_splits, step_time);
-    let batch = batch(trace, steps).map(|b| Batch {
+    let slow_steps = slow_steps(d, steps, &step_splits, step_time);
+    let batch = batch(d, steps).map(|b| Batch {
         samples_per_s: steps_per_s.map(|s| s * b.samples_per_step as f64),
         tokens_per_s: steps_per_s.and_then(|s| Some(s * b.tokens_per_step? as f64)),
         ..b
@@ -464,7 +473,7 @@ pub fn run_breakdown(run: usize, trace: &Trace, syncs: &[SyncView], steps: &Step
 /// The batch, from host-to-device inputs of the same shape sent in nearly every steady step
 /// (a loader's batch; weights and constants go once). All such inputs must agree on their
 /// leading dimension, else nothing is said: a guess would be a false throughput.
-fn batch(trace: &Trace, steps: &Steps) -> Option<Batch> {
+fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
     let steady = steps.steady();
     if steady.len() < 3 {
         return None;
@@ -474,18 +483,28 @@ fn batch(trace: &Trace, steps: &Steps) -> Option<Batch> {
         (String, Vec<i64>),
         std::collections::BTreeSet<usize>,
     > = std::collections::BTreeMap::new();
-    for r in &trace.events {
-        if let Record::Transfer(t) = r
-            && t.direction == tpuscope_core::event::Direction::H2d as i32
-            && !t.dims.is_empty()
-            && t.t_ns >= first
+    // The batches the digest keeps as (time, shape), and the failed ones it keeps whole.
+    let failed = d.others().filter_map(|(_, r)| match r {
+        Record::Transfer(t)
+            if t.direction == tpuscope_core::event::Direction::H2d as i32 && !t.dims.is_empty() =>
         {
-            let i = steady.partition_point(|s| s.end_ns <= t.t_ns);
-            if steady.get(i).is_some_and(|s| s.start_ns <= t.t_ns) {
-                seen.entry((t.dtype.clone(), t.dims.clone()))
-                    .or_default()
-                    .insert(i);
-            }
+            Some((t.t_ns, (t.dtype.as_str(), t.dims.as_slice())))
+        }
+        _ => None,
+    });
+    let kept = d.batches.iter().filter_map(|&(t, shape)| {
+        let (dtype, dims) = d.shapes.get(shape as usize)?;
+        Some((t, (dtype.as_str(), dims.as_slice())))
+    });
+    for (t, (dtype, dims)) in kept.chain(failed) {
+        if t < first {
+            continue;
+        }
+        let i = steady.partition_point(|s| s.end_ns <= t);
+        if steady.get(i).is_some_and(|s| s.start_ns <= t) {
+            seen.entry((dtype.to_string(), dims.to_vec()))
+                .or_default()
+                .insert(i);
         }
     }
     let every: Vec<&(String, Vec<i64>)> = seen
@@ -536,46 +555,27 @@ fn steady_throughput(steps: &Steps, completions: &[(u64, u64)]) -> Option<f64> {
 
 /// The run's wall time: from the process's start (or the trace's first record) to its last
 /// record's end (also where a partial trace's report says recording stopped).
-pub(crate) fn window(trace: &Trace, steps: &Steps) -> (u64, u64) {
+pub(crate) fn window(trace: &Trace, d: &Digest, steps: &Steps) -> (u64, u64) {
     // The process's start when the manifest has it (0: unknown), as the steps take it.
     let manifest_start = trace
         .manifest
         .as_ref()
         .map(|m| m.start_mono_ns)
         .filter(|&t| t > 0);
-    let first = trace
-        .events
-        .iter()
-        .filter_map(Record::t_ns)
-        .min()
-        .or(manifest_start)
-        .unwrap_or(0);
+    let first = d.first_t.or(manifest_start).unwrap_or(0);
     let process_start = manifest_start.unwrap_or(first);
     let start = steps
         .phases
         .map_or(process_start, |p| p.run_start_ns)
         .min(first)
         .min(process_start);
-    let end = trace
-        .events
-        .iter()
-        .filter_map(|r| Some(r.t_ns()? + record_dur(r)))
+    let end = d
+        .end_t
+        .into_iter()
         .chain(trace.end.as_ref().map(|e| e.t_ns))
         .max()
         .unwrap_or(start);
     (start, end.max(start))
-}
-
-fn record_dur(r: &Record) -> u64 {
-    match r {
-        Record::Compile(c) => c.dur_ns,
-        Record::Load(l) => l.dur_ns,
-        Record::CacheLoad(l) => l.dur_ns,
-        Record::Execute(e) => e.dur_ns,
-        Record::Transfer(t) => t.dur_ns,
-        Record::Sync(s) => s.dur_ns,
-        _ => 0,
-    }
 }
 
 fn percentiles(sorted: &[f64]) -> Option<Percentiles> {
@@ -598,7 +598,7 @@ fn percentiles(sorted: &[f64]) -> Option<Percentiles> {
 /// as long is noise, not news), slowest first, at most ten, each with the category that grew
 /// most against the median step's split. Warm-up steps are slow by design (they compile).
 fn slow_steps(
-    trace: &Trace,
+    d: &Digest,
     steps: &Steps,
     splits: &[StepSplit],
     time: Option<Percentiles>,
@@ -636,8 +636,8 @@ fn slow_steps(
     if out.is_empty() {
         return Vec::new();
     }
-    let names = crate::steps::executable_names(trace);
-    let compiles = compiles_in_order(trace);
+    let names = crate::steps::executable_names_of(d);
+    let compiles = compiles_in_order(d);
     out.into_iter()
         .map(|(mut slow, (a, b))| {
             slow.notes = step_notes(&compiles, &names, a, b);
@@ -647,11 +647,9 @@ fn slow_steps(
 }
 
 /// The compiles of a trace in file order (start, duration, id, name).
-fn compiles_in_order(trace: &Trace) -> Vec<(u64, u64, u64, &str)> {
-    trace
-        .events
-        .iter()
-        .filter_map(|r| match r {
+fn compiles_in_order(d: &Digest) -> Vec<(u64, u64, u64, &str)> {
+    d.others()
+        .filter_map(|(_, r)| match r {
             Record::Compile(c) => Some((
                 c.t_ns,
                 c.dur_ns,
@@ -799,8 +797,9 @@ mod tests {
             w.write(&r).unwrap();
         }
         let t = tpuscope_core::read_trace(&w.into_inner()).unwrap();
-        let steps = crate::steps::steps(&t, &[]);
-        let b = run_breakdown(0, &t, &[], &steps);
+        let d = Digest::of(&t);
+        let steps = crate::steps::steps(&t, &d, &[]);
+        let b = run_breakdown(0, &t, &d, &[], &steps);
         assert!(b.device_timing.complete());
         assert_eq!(b.devices.len(), 1);
         assert_eq!((b.devices[0].busy_ms * 1e6).round(), 3_000.0);
@@ -820,10 +819,11 @@ mod tests {
                 .join("../sample_traces/real")
                 .join(name);
             let t = tpuscope_core::reader::read_trace_file(&p).unwrap();
-            let (syncs, _) = crate::syncs::host_syncs(&t, 0);
+            let d = Digest::of(&t);
+            let (syncs, _) = crate::syncs::host_syncs(&t, &d, 0);
             let st: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
-            let steps = crate::steps::steps(&t, &st);
-            let b = run_breakdown(0, &t, &syncs, &steps);
+            let steps = crate::steps::steps(&t, &d, &st);
+            let b = run_breakdown(0, &t, &d, &syncs, &steps);
             let s = b.total;
             let sum =
                 s.compiling_ms + s.blocked_ms + s.device_busy_ms + s.host_bound_ms + s.untimed_ms;

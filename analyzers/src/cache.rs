@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
-use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
+use crate::digest::Digest;
 use crate::families::CompileView;
 
 /// A deserialize failure, by message.
@@ -48,27 +48,32 @@ pub struct CacheReport {
     pub stored_but_recompiled: Vec<StoredNotLoaded>,
 }
 
-/// Cache behaviour of runs given in order; `compiles[i]` are the compiles of `traces[i]`.
-/// `across_runs` is false for the hosts of one job, which compile the same programs at once.
-pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool) -> CacheReport {
+/// Cache behaviour of runs given in order (the digests of their events); `compiles[i]` are the
+/// compiles of run `i`. `across_runs` is false for the hosts of one job, which compile the same
+/// programs at once.
+pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool) -> CacheReport {
     let mut out = CacheReport::default();
     let mut failures: BTreeMap<String, u64> = BTreeMap::new();
     // Stores are matched to compiles by executable name: the store is handed the unloaded
     // executable, whose handle differs from the compiled (loaded) one's.
     let mut stored_names: Vec<HashSet<String>> = Vec::new();
     let mut load_attempts: Vec<u64> = Vec::new();
-    for trace in traces {
+    for d in runs {
         let mut launched: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
         let mut stored = HashSet::new();
         let mut attempts = 0;
-        for r in &trace.events {
+        // Executes in file order among the summaries (a summary's first launch counts once).
+        let mut launches = d.launches.iter().peekable();
+        let reuse =
+            |launched: &mut rustc_hash::FxHashSet<u64>, id: u64| u64::from(!launched.insert(id));
+        for (i, r) in d.others() {
+            while let Some(e) = launches.next_if(|e| (e.event as usize) < i) {
+                out.in_memory_reuse += reuse(&mut launched, e.executable_id);
+            }
             if matches!(r, Record::CacheLoad(_)) {
                 attempts += 1;
             }
             match r {
-                Record::Execute(e) if !launched.insert(e.executable_id) => {
-                    out.in_memory_reuse += 1;
-                }
                 Record::ExecuteSummary(e) => {
                     let first = u64::from(launched.insert(e.executable_id));
                     out.in_memory_reuse += e.count.saturating_sub(first);
@@ -88,6 +93,9 @@ pub fn cache(traces: &[&Trace], compiles: &[Vec<CompileView>], across_runs: bool
                 }
                 _ => {}
             }
+        }
+        for e in launches {
+            out.in_memory_reuse += reuse(&mut launched, e.executable_id);
         }
         out.executables_run += launched.len() as u64;
         stored_names.push(stored);

@@ -8,6 +8,7 @@ use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
 use crate::diff::{Cause, Diff, diff_programs};
+use crate::digest::Digest;
 use crate::phases::{Origin, origin_of_name, origin_of_stack};
 use crate::program::{Program, decode_compile};
 use crate::source::{SourceLoc, library_frame, outside_frame, user_frame};
@@ -46,17 +47,22 @@ pub struct CompileView {
     pub before_attach: bool,
 }
 
-/// The compiles of a trace, with programs decoded once per distinct blob.
-pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
+/// The compiles of a run (its trace's tables and the digest of its events), with programs
+/// decoded once per distinct blob.
+pub fn compiles(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
     let frontend = crate::report::frontend_of(trace);
     // Launch times per executable id (ids are handles: a freed one may be reused later).
     let mut launches: rustc_hash::FxHashMap<u64, Vec<u64>> = rustc_hash::FxHashMap::default();
-    for r in &trace.events {
-        let (id, t) = match r {
-            Record::Execute(e) => (e.executable_id, e.t_ns),
-            Record::ExecuteSummary(e) => (e.executable_id, e.t_start_ns),
-            _ => continue,
-        };
+    let summaries = d.others().filter_map(|(_, r)| match r {
+        Record::ExecuteSummary(e) => Some((e.executable_id, e.t_start_ns)),
+        _ => None,
+    });
+    for (id, t) in d
+        .launches
+        .iter()
+        .map(|l| (l.executable_id, l.t_ns))
+        .chain(summaries)
+    {
         launches.entry(id).or_default().push(t);
     }
     for v in launches.values_mut() {
@@ -68,7 +74,7 @@ pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
     };
     let mut decoded: HashMap<(u64, u64), Option<Arc<Program>>> = HashMap::new();
     let mut out = Vec::new();
-    for (event, r) in trace.events.iter().enumerate() {
+    for (event, r) in d.others() {
         let Record::Compile(c) = r else { continue };
         let program = decoded
             .entry((c.program_hash, c.optimized_hash))
@@ -134,12 +140,9 @@ pub fn compiles(trace: &Trace, run: usize) -> Vec<CompileView> {
 /// The executables an attached trace saw compiled before the attach (its `ExecutableSeen`
 /// records), as the first members their graphs' families compare with; empty for other traces.
 /// Their programs are the optimized HLO.
-pub fn seen_before_attach(trace: &Trace, run: usize) -> Vec<CompileView> {
+pub fn seen_before_attach(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
     let frontend = crate::report::frontend_of(trace);
-    trace
-        .events
-        .iter()
-        .enumerate()
+    d.others()
         .filter_map(|(event, r)| match r {
             Record::ExecutableSeen(x) => Some((event, x)),
             _ => None,
@@ -183,8 +186,9 @@ pub fn seen_before_attach(trace: &Trace, run: usize) -> Vec<CompileView> {
 /// [`seen_before_attach`] then [`compiles`]: the list an attached trace's families are made of
 /// (member indexes point into it).
 pub fn compiles_and_baselines(trace: &Trace, run: usize) -> Vec<CompileView> {
-    let mut all = seen_before_attach(trace, run);
-    all.extend(compiles(trace, run));
+    let d = Digest::of(trace);
+    let mut all = seen_before_attach(trace, &d, run);
+    all.extend(compiles(trace, &d, run));
     all
 }
 

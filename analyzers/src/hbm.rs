@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::{MemoryOrigin, Record};
 
+use crate::digest::Digest;
 use crate::steps::Steps;
 
 /// Memory of one device over a run.
@@ -92,9 +93,15 @@ impl MemorySeries {
 /// The memory series of a run, one per device, by device: the allocator's numbers when the
 /// plugin reported any for that device (the one rule every view follows).
 pub fn series(trace: &Trace, run: usize) -> Vec<MemorySeries> {
+    series_in(trace.events.iter(), run)
+}
+
+/// [`series`] of records in file order (a trace's events, or a digest's records kept whole,
+/// which hold every memory sample).
+fn series_in<'a>(records: impl Iterator<Item = &'a Record>, run: usize) -> Vec<MemorySeries> {
     let stats = MemoryOrigin::PluginStats as i32;
     let mut by_origin: BTreeMap<(i32, i32), MemorySeries> = BTreeMap::new();
-    for r in &trace.events {
+    for r in records {
         let Record::Memory(m) = r else { continue };
         let s = by_origin
             .entry((m.device, m.origin))
@@ -135,8 +142,8 @@ pub fn series(trace: &Trace, run: usize) -> Vec<MemorySeries> {
 }
 
 /// The device memory of a run, per device (the allocator's numbers when there are any).
-pub fn devices(trace: &Trace, run: usize, steps: &Steps) -> Vec<DeviceMemory> {
-    series(trace, run)
+pub fn devices(d: &Digest, run: usize, steps: &Steps) -> Vec<DeviceMemory> {
+    series_in(d.others().map(|(_, r)| r), run)
         .into_iter()
         .map(|s| summarize(&s, steps))
         .collect()
@@ -186,11 +193,10 @@ fn slope(v: &[f64]) -> Option<f64> {
 
 /// Compiled memory of each successful compile (and of each executable compiled before an
 /// attach), largest peak first.
-pub fn executables(trace: &Trace, run: usize) -> Vec<ExecutableMemory> {
-    let mut out: Vec<ExecutableMemory> = trace
-        .events
-        .iter()
-        .filter_map(|r| {
+pub fn executables(d: &Digest, run: usize) -> Vec<ExecutableMemory> {
+    let mut out: Vec<ExecutableMemory> = d
+        .others()
+        .filter_map(|(_, r)| {
             let (name, memory) = match r {
                 Record::Compile(c) => (&c.executable_name, c.memory.as_ref()?),
                 Record::ExecutableSeen(x) => (&x.executable_name, x.memory.as_ref()?),
@@ -237,9 +243,10 @@ pub fn is_oom(message: &str) -> bool {
 }
 
 /// The post-mortem of the first out-of-memory error of a run.
-pub fn oom(trace: &Trace, run: usize) -> Option<OomReport> {
+pub fn oom(trace: &Trace, d: &Digest, run: usize) -> Option<OomReport> {
     let start = trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns);
-    let (idx, t, api, message) = trace.events.iter().enumerate().find_map(|(i, r)| {
+    // Failed calls and errors are among the records the digest keeps whole.
+    let (idx, t, api, message) = d.others().find_map(|(i, r)| {
         // Borrowed until a message matches: this runs over every event.
         let (t, api, msg) = match r {
             Record::Error(e) => (e.t_ns, e.api.as_str(), e.message.as_str()),
@@ -250,31 +257,40 @@ pub fn oom(trace: &Trace, run: usize) -> Option<OomReport> {
         };
         is_oom(msg).then(|| (i, t, api.to_string(), msg.to_string()))
     })?;
-    let names = crate::steps::executable_names(trace);
-    let mut last_events: Vec<String> = trace.events[..idx]
-        .iter()
-        .rev()
-        .filter_map(|r| match r {
-            Record::Compile(c) => Some(format!(
-                "{:.3} ms compile {}",
-                c.t_ns.saturating_sub(start) as f64 / 1e6,
-                c.executable_name
-            )),
-            Record::Execute(e) => Some(format!(
-                "{:.3} ms execute {}",
-                e.t_ns.saturating_sub(start) as f64 / 1e6,
-                names
-                    .get(&e.executable_id)
-                    .cloned()
-                    .unwrap_or_else(|| format!("{:x}", e.executable_id))
-            )),
-            _ => None,
+    let names = crate::steps::executable_names_of(d);
+    // The last eight compiles and executes before it, by their place in the file.
+    let compiles = d.others().rev().filter_map(|(i, r)| match r {
+        Record::Compile(c) if i < idx => Some((i, c.t_ns, c.executable_name.clone())),
+        _ => None,
+    });
+    let executes = d.launches.iter().rev().filter_map(|e| {
+        let i = e.event as usize;
+        (i < idx).then(|| {
+            let name = names
+                .get(&e.executable_id)
+                .cloned()
+                .unwrap_or_else(|| format!("{:x}", e.executable_id));
+            (i, e.t_ns, name)
         })
+    });
+    let mut last: Vec<(usize, String)> = compiles
         .take(8)
+        .map(|(i, t, name)| (i, ("compile", t, name)))
+        .chain(
+            executes
+                .take(8)
+                .map(|(i, t, name)| (i, ("execute", t, name))),
+        )
+        .map(|(i, (what, t, name))| {
+            let at = t.saturating_sub(start) as f64 / 1e6;
+            (i, format!("{at:.3} ms {what} {name}"))
+        })
         .collect();
+    last.sort_by_key(|&(i, _)| std::cmp::Reverse(i));
+    let mut last_events: Vec<String> = last.into_iter().take(8).map(|(_, s)| s).collect();
     last_events.reverse();
     let mut memory_at_error = BTreeMap::new();
-    for r in &trace.events[..idx] {
+    for (_, r) in d.others().take_while(|&(i, _)| i < idx) {
         if let Record::Memory(m) = r {
             memory_at_error.insert(m.device, m.bytes_in_use);
         }
@@ -285,7 +301,7 @@ pub fn oom(trace: &Trace, run: usize) -> Option<OomReport> {
         api,
         message,
         last_events,
-        largest_executables: executables(trace, run).into_iter().take(5).collect(),
+        largest_executables: executables(d, run).into_iter().take(5).collect(),
         memory_at_error,
     })
 }
@@ -329,7 +345,8 @@ mod tests {
         let in_use: Vec<i64> = s[0].samples.iter().map(|x| x.in_use).collect();
         assert_eq!(in_use, [100, 120]);
         assert_eq!(s[0].peak(), 400);
-        let d = devices(&trace, 0, &crate::steps::steps(&trace, &[]));
+        let dg = Digest::of(&trace);
+        let d = devices(&dg, 0, &crate::steps::steps(&trace, &dg, &[]));
         assert_eq!(d[0].origin, "device_memory_stats");
         assert_eq!(
             (d[0].peak_bytes, d[0].last_bytes, d[0].in_use_bytes),

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::event::Record;
 use tpuscope_core::{Trace, align};
 
+use crate::digest::Digest;
 use crate::families::{self, CompileView};
 use crate::report::Finding;
 use crate::source::SourceLoc;
@@ -57,6 +58,19 @@ pub const JOB_OVERLAP_SLACK_NS: u64 = 10_000_000_000;
 /// twice, that runs different programs (unless a launcher gave both the same job id: hosts may
 /// then run per-host commands), or that did not run at the same time.
 pub fn not_one_job(traces: &[&Trace]) -> Option<NotOneJob> {
+    not_one_job_at(traces, &last_times(traces))
+}
+
+/// The time of each trace's last event that has one, in file order.
+fn last_times(traces: &[&Trace]) -> Vec<Option<u64>> {
+    traces
+        .iter()
+        .map(|t| t.events.iter().rev().find_map(|r| r.t_ns()))
+        .collect()
+}
+
+/// [`not_one_job`] with the time of each trace's last timed event (`last`, by trace).
+pub fn not_one_job_at(traces: &[&Trace], last: &[Option<u64>]) -> Option<NotOneJob> {
     let found = |a: usize, b: usize, why: String| Some(NotOneJob { a, b, why });
     let m = |i: usize| traces[i].manifest.clone().unwrap_or_default();
     let n = traces.len();
@@ -98,7 +112,11 @@ pub fn not_one_job(traces: &[&Trace]) -> Option<NotOneJob> {
             }
         }
     }
-    let spans: Vec<Option<(u64, u64)>> = traces.iter().map(|t| wall_span(t)).collect();
+    let spans: Vec<Option<(u64, u64)>> = traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| wall_span(t, last.get(i).copied().flatten()))
+        .collect();
     let latest_start = (0..n)
         .filter_map(|i| Some((spans[i]?.0, i)))
         .max_by_key(|x| x.0);
@@ -282,6 +300,11 @@ pub fn process_index(trace: &Trace) -> u32 {
 /// Whether traces without a shared job id are nevertheless the processes of one job: each has a
 /// multi-process client of the same shape, their indices differ, and they ran at the same time.
 pub fn one_pjrt_job(traces: &[&Trace]) -> bool {
+    one_pjrt_job_at(traces, &last_times(traces))
+}
+
+/// [`one_pjrt_job`] with the time of each trace's last timed event (`last`, by trace).
+pub fn one_pjrt_job_at(traces: &[&Trace], last: &[Option<u64>]) -> bool {
     let Some(topos) = traces
         .iter()
         .map(|t| pjrt_topology(t))
@@ -295,20 +318,21 @@ pub fn one_pjrt_job(traces: &[&Trace]) -> bool {
     let mut idx: Vec<u32> = topos.iter().map(|t| t.process_index).collect();
     idx.sort_unstable();
     idx.dedup();
-    let spans: Vec<(u64, u64)> = traces.iter().filter_map(|t| wall_span(t)).collect();
+    let spans: Vec<(u64, u64)> = traces
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| wall_span(t, last.get(i).copied().flatten()))
+        .collect();
     let overlap = spans.len() == traces.len()
         && spans.iter().map(|s| s.0).max() <= spans.iter().map(|s| s.1).min();
     traces.len() > 1 && same_shape && idx.len() == traces.len() && overlap
 }
 
-/// Wall-clock start and end of a trace (its last timed record), ns since the epoch.
-fn wall_span(trace: &Trace) -> Option<(u64, u64)> {
+/// Wall-clock start and end of a trace (`last`: its last timed event in file order), ns since
+/// the epoch.
+fn wall_span(trace: &Trace, last: Option<u64>) -> Option<(u64, u64)> {
     let m = trace.manifest.as_ref()?;
-    let last = trace
-        .events
-        .iter()
-        .rev()
-        .find_map(|r| r.t_ns())
+    let last = last
         .into_iter()
         .chain(trace.end.as_ref().map(|e| e.t_ns))
         .max()
@@ -323,6 +347,7 @@ fn wall_span(trace: &Trace) -> Option<(u64, u64)> {
 /// their run.
 pub fn hosts(
     traces: &[&Trace],
+    digests: &[&Digest],
     compiles: &[Vec<CompileView>],
     steps: &[Steps],
     syncs: &[SyncView],
@@ -331,7 +356,7 @@ pub fn hosts(
     // (graph → compiles) per host, and the first call site of each graph.
     let mut graph_counts: Vec<Vec<(String, u64, Option<SourceLoc>)>> = Vec::new();
     let mut spans: Vec<Option<(i64, i64)>> = Vec::new();
-    for (run, trace) in traces.iter().enumerate() {
+    for (run, (trace, d)) in traces.iter().zip(digests).enumerate() {
         let m = trace.manifest.clone().unwrap_or_default();
         let empty = Vec::new();
         let cs = compiles.get(run).unwrap_or(&empty);
@@ -352,10 +377,14 @@ pub fn hosts(
             .iter()
             .map(|f| (f.members.len() as u64).saturating_sub(1))
             .sum();
-        let offset = align::job_offset_ns(trace);
+        // Clock records are among the records the digest keeps whole.
+        let clocks = || d.others().map(|(_, r)| r);
+        let offset = align::job_offset_of(trace, clocks());
         let alignment = match &trace.segment {
             Some(s) => s.alignment.clone(),
-            None => align::alignment(trace).method.to_string(),
+            None => align::alignment_of(trace.manifest.as_ref(), clocks())
+                .method
+                .to_string(),
         };
         let st = steps.get(run);
         let durations: Vec<u64> = st
@@ -386,10 +415,9 @@ pub fn hosts(
             syncs: syncs.iter().filter(|s| s.run == run).count() as u64,
             steps: st.map_or(0, |s| s.steps.len() as u64),
             median_step_ms: median(durations).map(ms),
-            cache_hits: trace
-                .events
-                .iter()
-                .filter(|r| matches!(r, Record::CacheLoad(c) if c.ok))
+            cache_hits: d
+                .others()
+                .filter(|(_, r)| matches!(r, Record::CacheLoad(c) if c.ok))
                 .count() as u64,
             clock_offset_ns: offset,
             alignment,
@@ -409,7 +437,8 @@ pub fn hosts(
     }
     // Processes of different jobs share no collectives and need not build the same programs:
     // comparing them would invent stragglers and lone recompiles.
-    let not_one_job = not_one_job(traces).map(|n| describe_not_one_job(&rows, &n));
+    let last: Vec<Option<u64>> = digests.iter().map(|d| d.last_t_in_file).collect();
+    let not_one_job = not_one_job_at(traces, &last).map(|n| describe_not_one_job(&rows, &n));
     let (stragglers, recompiles_alone) = if not_one_job.is_some() {
         (Vec::new(), Vec::new())
     } else {

@@ -12,6 +12,7 @@ pub mod breakdown;
 pub mod cache;
 pub mod describe;
 pub mod diff;
+pub mod digest;
 pub mod families;
 pub mod flame;
 pub mod hbm;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
+use crate::digest::Digest;
 use crate::phases::{Origin, Phases, origin_of_name, origin_of_stack};
 use crate::source::{SourceLoc, user_frame};
 
@@ -125,11 +126,11 @@ pub struct ExecutableInfo {
     pub compile_ns: u64,
 }
 
-/// Every executable id of a trace with its graph, call site and origin.
-pub fn executable_info(trace: &Trace) -> HashMap<u64, ExecutableInfo> {
+/// Every executable id of a run with its graph, call site and origin.
+pub fn executable_info(trace: &Trace, d: &Digest) -> HashMap<u64, ExecutableInfo> {
     let frontend = crate::report::frontend_of(trace);
     let mut out = HashMap::default();
-    for r in &trace.events {
+    for (_, r) in d.others() {
         let (id, name, stack, num_outputs, compile_ns) = match r {
             Record::Compile(c) => (
                 c.executable_id,
@@ -185,16 +186,21 @@ struct Scan<'a> {
     compile_times: Vec<u64>,
 }
 
-/// Finds the step boundaries of a trace: `[start, end)` per step, in order.
+/// Finds the step boundaries of a trace decoded whole: `[start, end)` per step, in order.
 pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
-    let info = executable_info(trace);
+    boundaries_of(trace, &Digest::of(trace))
+}
+
+/// [`boundaries`] of a run: its trace's tables and the digest of its events.
+pub fn boundaries_of(trace: &Trace, d: &Digest) -> (StepSource, Vec<(u64, u64)>) {
+    let info = executable_info(trace, d);
     let Scan {
         markers,
         groups,
         first_t,
         last_t,
         compile_times,
-    } = scan(trace, &info);
+    } = scan(d, &info);
     // TorchTPU dispatches asynchronously: its Python `optimizer.step` runs ahead of the PJRT work
     // of the step (whole loops ahead), so only the launches tell where its steps are.
     let async_dispatch = trace
@@ -224,63 +230,55 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
     cut_at_launches(exe, g, compile_times, last_t)
 }
 
-/// Gathers the markers, the launches by group, and the compile times of a trace.
-fn scan<'a>(trace: &'a Trace, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
+/// Gathers the markers, the launches by group, and the compile times of a run.
+fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
     let mut markers: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut groups: HashMap<Key<'_>, Launches> = HashMap::default();
     // seq → (group, start, dispatch) of executes, for their completions.
     let mut pending: HashMap<u64, (Key<'_>, u64, u64)> = HashMap::default();
-    let mut done: Vec<(u64, u64)> = Vec::new();
-    let mut first_t = u64::MAX;
-    let mut last_t = 0;
     let mut compile_times = Vec::new();
-    for r in &trace.events {
-        if let Some(t) = r.t_ns() {
-            first_t = first_t.min(t);
-            last_t = last_t.max(t);
-        }
+    for (_, r) in d.others() {
         match r {
             // `tpuscope.*` markers are the agent's own notes (IR debug switched on), not steps.
             Record::Step(s) if !s.marker.starts_with("tpuscope.") => {
                 markers.entry(s.marker.as_str()).or_default().push(s.t_ns);
             }
-            Record::Execute(e) => {
-                let exe = info.get(&e.executable_id);
-                let key = exe.map_or(("", None, 0), |i| {
-                    (i.graph.as_str(), i.site.as_ref(), i.num_outputs)
-                });
-                let g = groups.entry(key).or_default();
-                if g.seen.insert(e.executable_id) {
-                    g.compile_ns += exe.map_or(0, |i| i.compile_ns);
-                    g.graph_origin = exe.is_none_or(|i| i.origin == Origin::Graph);
-                }
-                g.times.push(e.t_ns);
-                g.busy_ns += e.dur_ns;
-                if e.completion_tracked {
-                    pending.insert(e.seq, (key, e.t_ns, e.dur_ns));
-                }
-            }
-            // A fast launch completes before its execute hook records it: matched after the
-            // pass, whatever the order in the trace.
-            Record::ExecuteComplete(c) => done.push((c.seq, c.t_ns)),
             Record::Compile(c) => compile_times.push(c.t_ns),
             _ => {}
         }
     }
-    for (seq, t) in done {
+    for e in &d.launches {
+        let exe = info.get(&e.executable_id);
+        let key = exe.map_or(("", None, 0), |i| {
+            (i.graph.as_str(), i.site.as_ref(), i.num_outputs)
+        });
+        let g = groups.entry(key).or_default();
+        if g.seen.insert(e.executable_id) {
+            g.compile_ns += exe.map_or(0, |i| i.compile_ns);
+            g.graph_origin = exe.is_none_or(|i| i.origin == Origin::Graph);
+        }
+        g.times.push(e.t_ns);
+        g.busy_ns += e.dur_ns;
+        if e.completion_tracked {
+            pending.insert(e.seq, (key, e.t_ns, e.dur_ns));
+        }
+    }
+    // A fast launch completes before its execute hook records it: matched after the pass,
+    // whatever the order in the trace.
+    for c in &d.completions {
         // Device time beyond the dispatch, once per execute (the first device to finish of a
         // multi-device launch is enough to rank call sites).
-        if let Some((key, start, dur)) = pending.remove(&seq)
+        if let Some((key, start, dur)) = pending.remove(&c.seq)
             && let Some(g) = groups.get_mut(&key)
         {
-            g.busy_ns += t.saturating_sub(start).saturating_sub(dur);
+            g.busy_ns += c.t_ns.saturating_sub(start).saturating_sub(dur);
         }
     }
     Scan {
         markers,
         groups,
-        first_t,
-        last_t,
+        first_t: d.first_t.unwrap_or(u64::MAX),
+        last_t: d.last_t.unwrap_or(0),
         compile_times,
     }
 }
@@ -387,16 +385,27 @@ fn median_period(times: &[u64]) -> u64 {
 
 /// The names compiles, loads and cache loads gave executable ids.
 pub fn executable_names(trace: &Trace) -> std::collections::HashMap<u64, String> {
+    names_in(trace.events.iter())
+}
+
+/// [`executable_names`] of a run's digest (the records that name executables are all kept).
+pub fn executable_names_of(d: &Digest) -> std::collections::HashMap<u64, String> {
+    names_in(d.others().map(|(_, r)| r))
+}
+
+fn names_in<'a>(
+    records: impl Iterator<Item = &'a Record>,
+) -> std::collections::HashMap<u64, String> {
     let mut m = std::collections::HashMap::new();
-    for r in &trace.events {
+    for r in records {
         crate::describe::learn_name(&mut m, r);
     }
     m
 }
 
 /// Fills in per-step counts; `sync_times` are `(t_ns, stall_ns)` of the host syncs.
-pub fn steps(trace: &Trace, sync_times: &[(u64, u64)]) -> Steps {
-    let (source, bounds) = boundaries(trace);
+pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
+    let (source, bounds) = boundaries_of(trace, d);
     let mut steps: Vec<Step> = bounds
         .iter()
         .enumerate()
@@ -416,20 +425,8 @@ pub fn steps(trace: &Trace, sync_times: &[(u64, u64)]) -> Steps {
         .as_ref()
         .map(|m| m.start_mono_ns)
         .filter(|&t| t > 0)
-        .unwrap_or_else(|| {
-            trace
-                .events
-                .iter()
-                .filter_map(Record::t_ns)
-                .min()
-                .unwrap_or(0)
-        });
-    let run_end = trace
-        .events
-        .iter()
-        .filter_map(Record::t_ns)
-        .max()
-        .unwrap_or(0);
+        .unwrap_or_else(|| d.first_t.unwrap_or(0));
+    let run_end = d.last_t.unwrap_or(0);
     let mut out = Steps {
         source,
         steps: Vec::new(),
@@ -446,14 +443,14 @@ pub fn steps(trace: &Trace, sync_times: &[(u64, u64)]) -> Steps {
         let i = bounds.partition_point(|b| b.1 <= t);
         bounds.get(i).filter(|b| b.0 <= t).map(|_| i)
     };
-    for r in &trace.events {
+    for e in &d.launches {
+        if let Some(i) = index(e.t_ns) {
+            steps[i].executes += 1;
+            seen.push((i, e.executable_id));
+        }
+    }
+    for (_, r) in d.others() {
         match r {
-            Record::Execute(e) => {
-                if let Some(i) = index(e.t_ns) {
-                    steps[i].executes += 1;
-                    seen.push((i, e.executable_id));
-                }
-            }
             Record::ExecuteSummary(e) => {
                 if let Some(i) = index(e.t_start_ns) {
                     steps[i].executes += u32::try_from(e.count).unwrap_or(u32::MAX);

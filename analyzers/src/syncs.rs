@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record};
 
+use crate::digest::Digest;
 use crate::source::{SourceLoc, innermost_frame, library_frame, user_frame};
 
 /// One host sync.
@@ -31,7 +32,7 @@ pub struct SyncView {
 /// The host syncs of a trace: device-to-host reads that blocked the caller, and waits on device
 /// events from a Python thread. Waits of the runtime's own threads (no Python stack) are the
 /// frontend's business, not a user's line, and are counted apart.
-pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
+pub fn host_syncs(trace: &Trace, d: &Digest, run: usize) -> (Vec<SyncView>, u64) {
     let mut out = Vec::new();
     let mut runtime_waits = 0;
     // A loop syncs from a handful of stacks: resolve each once.
@@ -49,7 +50,8 @@ pub fn host_syncs(trace: &Trace, run: usize) -> (Vec<SyncView>, u64) {
             })
             .clone()
     };
-    for (event, r) in trace.events.iter().enumerate() {
+    // Blocking reads and waits are among the records the digest keeps whole.
+    for (event, r) in d.others() {
         match r {
             Record::Transfer(t) if t.direction == Direction::D2h as i32 && t.sync => {
                 let mut what = format!("{}[", t.dtype);

@@ -515,7 +515,7 @@ fn step_bound(
             .map(|s| s * 1e3)
     };
     traces.iter().find_map(|trace| {
-        let steps = crate::steps::steps(trace, &[]);
+        let steps = crate::steps::steps(trace, &crate::digest::Digest::of(trace), &[]);
         let steady = steps.steady();
         if steady.is_empty() {
             return None;

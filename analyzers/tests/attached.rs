@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use tpuscope_analyzers::diff::Cause;
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::families;
 use tpuscope_analyzers::report;
 use tpuscope_core::event::Record;
@@ -74,8 +75,8 @@ fn the_first_compile_after_an_attach_is_diffed_against_the_program_from_before()
 #[test]
 fn programs_from_before_the_attach_are_listed_apart_from_the_compiles() {
     let t = trace();
-    let compiles = families::compiles(&t, 0);
-    let before = families::seen_before_attach(&t, 0);
+    let compiles = families::compiles(&t, &Digest::of(&t), 0);
+    let before = families::seen_before_attach(&t, &Digest::of(&t), 0);
     assert!(compiles.iter().all(|c| !c.before_attach));
     assert!(!before.is_empty() && before.iter().all(|c| c.before_attach && c.dur_ns == 0));
     let both = families::compiles_and_baselines(&t, 0);
@@ -83,7 +84,7 @@ fn programs_from_before_the_attach_are_listed_apart_from_the_compiles() {
     // A trace recorded from its start has none.
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/real/jax_lr.tps");
     let lr = tpuscope_core::reader::read_trace_file(&p).unwrap();
-    assert!(families::seen_before_attach(&lr, 0).is_empty());
+    assert!(families::seen_before_attach(&lr, &Digest::of(&lr), 0).is_empty());
     assert!(
         report::build_one("jax_lr.tps", &lr, None).traces[0]
             .attached

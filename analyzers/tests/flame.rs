@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use quick_xml::Reader;
 use quick_xml::events::Event;
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::flame::{FlameError, FlameKind, NO_STACK, folded, svg};
 use tpuscope_analyzers::syncs::host_syncs;
 use tpuscope_core::Trace;
@@ -29,7 +30,11 @@ fn compile_ns(t: &Trace) -> u64 {
 }
 
 fn stall_ns(t: &Trace) -> u64 {
-    host_syncs(t, 0).0.iter().map(|s| s.stall_ns).sum()
+    host_syncs(t, &Digest::of(t), 0)
+        .0
+        .iter()
+        .map(|s| s.stall_ns)
+        .sum()
 }
 
 /// The weights add up to the total in microseconds: each entry rounds by at most half a
@@ -109,7 +114,7 @@ fn torch_sync_stall_by_stack() {
     assert!(total > 0);
     check_sum(&f, total);
     // The `.item()` in the loop.
-    let (syncs, _) = host_syncs(&t, 0);
+    let (syncs, _) = host_syncs(&t, &Digest::of(&t), 0);
     let line27_ns: u64 = syncs
         .iter()
         .filter(|s| {

@@ -244,10 +244,7 @@ fn report(traces: &[&Trace]) -> Report {
     let inputs: Vec<Input<'_>> = traces
         .iter()
         .enumerate()
-        .map(|(i, t)| Input {
-            path: format!("t{i}.tps"),
-            trace: t,
-        })
+        .map(|(i, t)| Input::new(format!("t{i}.tps"), t))
         .collect();
     analyze(&inputs)
 }

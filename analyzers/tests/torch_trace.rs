@@ -76,10 +76,7 @@ fn trace(name: &str) -> Trace {
 
 /// The report of `trace` with `files` as its logs.
 fn report_with(trace: &Trace, files: Vec<(String, String)>) -> Report {
-    let inputs = [Input {
-        path: "t.tps".into(),
-        trace,
-    }];
+    let inputs = [Input::new("t.tps", trace)];
     let mut r = report::analyze(&inputs);
     torch_trace::attach(
         &mut r,
@@ -394,10 +391,7 @@ fn logs_of_other_processes_and_missing_logs() {
     );
 
     // The directory is gone: a note, no error, no findings.
-    let inputs = [Input {
-        path: "t.tps".into(),
-        trace: &t,
-    }];
+    let inputs = [Input::new("t.tps", &t)];
     let mut r = report::analyze(&inputs);
     let before = r.findings.len();
     torch_trace::attach(

@@ -619,10 +619,7 @@ mod tests {
             assert!(shown.contains(&f.title), "{shown:?} is not {:?}", f.title);
         }
         // Without the logs the live view found less (what it showed before).
-        let alone = report::analyze(&[report::Input {
-            path: "pid 1".into(),
-            trace: &trace,
-        }]);
+        let alone = report::analyze(&[report::Input::new("pid 1", &trace)]);
         assert!(alone.findings.len() < rep.findings.len());
     }
 

@@ -9,6 +9,7 @@ use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::report::{self, Budget, Input, REPORT_VERSION, Report};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -103,9 +104,16 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
     let mut traces = Vec::new();
     // The file each input came from, for the logs next to it.
     let mut sources: Vec<&Path> = Vec::new();
+    let mut digests = Vec::new();
     for p in &args.traces {
-        // A merged job file gives one input per host.
-        for t in read_traces(p)? {
+        // A merged job file gives one input per host. The report reads each trace's events as
+        // they stream by (its digest), unless whatif needs them whole.
+        let (read, digested) = if args.whatif.is_some() {
+            (read_traces(p)?, Vec::new())
+        } else {
+            read_digested(p)?
+        };
+        for t in read {
             let path = match &t.segment {
                 Some(s) => format!("{}#{}/p{}", p.display(), s.host, s.process_index),
                 None => p.display().to_string(),
@@ -113,7 +121,9 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
             traces.push((path, t));
             sources.push(p);
         }
+        digests.extend(digested.into_iter().map(Some));
     }
+    digests.resize_with(traces.len(), || None);
     let baseline = match &args.baseline {
         Some(p) => Some(read_baseline(p)?),
         None => None,
@@ -121,9 +131,10 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
 
     let inputs: Vec<Input<'_>> = traces
         .iter()
-        .map(|(path, trace)| Input {
-            path: path.clone(),
-            trace,
+        .zip(&digests)
+        .map(|((path, trace), d)| Input {
+            digest: d.as_ref(),
+            ..Input::new(path.clone(), trace)
         })
         .collect();
     let torch_logs: Vec<_> = traces
@@ -246,6 +257,16 @@ fn read_traces(path: &Path) -> Result<Vec<tpuscope_core::Trace>> {
     tpuscope_core::read_traces_file(path).map_err(|e| crate::dump::read_error(path, e))
 }
 
+/// Each segment's tables (no events) and the digest of its events, read as they stream by: the
+/// events are never held.
+fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)> {
+    let stream =
+        tpuscope_core::TraceStream::open(path).map_err(|e| crate::dump::read_error(path, e))?;
+    let read = tpuscope_analyzers::digest::read_stream(stream)
+        .map_err(|e| crate::dump::read_error(path, e))?;
+    Ok(read.into_iter().unzip())
+}
+
 fn read_baseline(path: &Path) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow!("baseline {}: cannot read: {e}", path.display()))?;
@@ -318,10 +339,7 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../sample_traces/golden/v1.0-all-kinds.tps");
         let trace = tpuscope_core::read_trace_file(&path).unwrap();
-        let mut r = report::analyze(&[Input {
-            path: "golden|<a>.tps".into(),
-            trace: &trace,
-        }]);
+        let mut r = report::analyze(&[Input::new("golden|<a>.tps", &trace)]);
         let big = ExecutableMemory {
             run: 0,
             graph: "jit_big".into(),

@@ -168,10 +168,7 @@ fn whatif_launcher(libtpu: Option<PathBuf>) -> Launcher {
             let result = crate::whatif::check_topology(&topology).and_then(|()| {
                 let inputs: Vec<Input<'_>> = traces
                     .iter()
-                    .map(|(label, t)| Input {
-                        path: label.clone(),
-                        trace: t,
-                    })
+                    .map(|(label, t)| Input::new(label.clone(), t))
                     .collect();
                 let rep = report::build(&inputs, &Options::default());
                 let refs: Vec<&Trace> = traces.iter().map(|(_, t)| t.as_ref()).collect();

@@ -20,9 +20,16 @@ pub struct Alignment {
 /// anchor taken across a wall-clock step (NTP) or a descheduled writer does not move the host.
 /// Without anchors, the manifest's start pair; without that, 0.
 pub fn alignment(trace: &Trace) -> Alignment {
-    let mut diffs: Vec<i64> = trace
-        .events
-        .iter()
+    alignment_of(trace.manifest.as_ref(), trace.events.iter())
+}
+
+/// [`alignment`] from a manifest and records in file order that hold the trace's `Clock`
+/// records (all its events, or fewer: a reader that kept only some of them).
+pub fn alignment_of<'a>(
+    manifest: Option<&crate::event::Manifest>,
+    records: impl Iterator<Item = &'a Record>,
+) -> Alignment {
+    let mut diffs: Vec<i64> = records
         .filter_map(|r| match r {
             Record::Clock(c) if c.wall_ns != 0 => Some(diff(c.wall_ns, c.mono_ns)),
             _ => None,
@@ -44,7 +51,7 @@ pub fn alignment(trace: &Trace) -> Alignment {
             spread_ns: diffs[n - 1].abs_diff(diffs[0]),
         };
     }
-    match &trace.manifest {
+    match manifest {
         Some(m) if m.start_wall_ns != 0 => Alignment {
             offset_ns: diff(m.start_wall_ns, m.start_mono_ns),
             method: "manifest_start",
@@ -63,9 +70,15 @@ pub fn alignment(trace: &Trace) -> Alignment {
 /// The offset that puts `trace` on its job's timeline: the one `tpuscope merge` stored for a
 /// segment of a merged file, else the one its clock anchors give.
 pub fn job_offset_ns(trace: &Trace) -> i64 {
+    job_offset_of(trace, trace.events.iter())
+}
+
+/// [`job_offset_ns`] with the records that hold the trace's `Clock` records (see
+/// [`alignment_of`]).
+pub fn job_offset_of<'a>(trace: &Trace, records: impl Iterator<Item = &'a Record>) -> i64 {
     match &trace.segment {
         Some(s) => s.offset_ns,
-        None => alignment(trace).offset_ns,
+        None => alignment_of(trace.manifest.as_ref(), records).offset_ns,
     }
 }
 

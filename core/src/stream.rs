@@ -481,6 +481,31 @@ impl<R: Read> TraceStream<R> {
         self.asm.take().map(|a| a.finish(len))
     }
 
+    /// Reads everything without keeping events: `each(segment, record)` is handed each event
+    /// record of each segment in turn (as [`TraceStream::read_all`] would keep them); returns
+    /// one trace per segment with its tables, end, damage and completeness, and no events.
+    pub fn read_each(
+        mut self,
+        mut each: impl FnMut(usize, Record),
+    ) -> Result<Vec<Trace>, ReadError> {
+        let mut done = Vec::new();
+        while let Some(s) = self.step(false)? {
+            match s {
+                Streamed::Event(r) => each(done.len(), r),
+                Streamed::SegmentDone(t) => done.push(*t),
+            }
+        }
+        let len = self.frames.bytes_read();
+        if let Some(a) = self.asm.take() {
+            done.push(a.finish(len));
+        }
+        // Earlier segments were finished before the input's length was known.
+        for t in &mut done {
+            set_file_len(t, len);
+        }
+        Ok(done)
+    }
+
     /// Reads everything, keeping events: one trace per segment (`first_only`: just the first,
     /// and reading stops where the second starts).
     pub fn read_all(mut self, first_only: bool) -> Result<Vec<Trace>, ReadError> {

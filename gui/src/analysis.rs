@@ -63,10 +63,7 @@ impl Analysis {
             .collect();
         let inputs: Vec<Input<'_>> = present
             .iter()
-            .map(|&(i, trace)| Input {
-                path: labels[i].clone(),
-                trace,
-            })
+            .map(|&(i, trace)| Input::new(labels[i].clone(), trace))
             .collect();
         let report = report::build(
             &inputs,

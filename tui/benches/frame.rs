@@ -314,13 +314,7 @@ fn rebuild(bytes: &[u8]) -> (Model, [Duration; 3]) {
     let t0 = Instant::now();
     let trace = ok(read_trace(bytes));
     let t1 = Instant::now();
-    let report = report::build(
-        &[Input {
-            path: "live".into(),
-            trace: &trace,
-        }],
-        &report::Options::default(),
-    );
+    let report = report::build(&[Input::new("live", &trace)], &report::Options::default());
     let t2 = Instant::now();
     let model = Model::build(
         &trace,

@@ -56,10 +56,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 let end = frames.get(n.wrapping_sub(1)).map_or(header.len, |f| f.0);
                 let trace = read_trace(&bytes[..end])?;
                 let report = report::build(
-                    &[Input {
-                        path: path.clone(),
-                        trace: &trace,
-                    }],
+                    &[Input::new(path.clone(), &trace)],
                     &report::Options::default(),
                 );
                 let state = if n == frames.len() {

@@ -22,10 +22,7 @@ fn load(name: &str) -> Trace {
 
 fn build(trace: &Trace, extra: Extra) -> Model {
     let report = report::build(
-        &[Input {
-            path: "trace.tps".into(),
-            trace,
-        }],
+        &[Input::new("trace.tps", trace)],
         &report::Options::default(),
     );
     Model::build(trace, report, None, extra)

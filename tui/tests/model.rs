@@ -19,13 +19,7 @@ fn load(name: &str) -> Trace {
 }
 
 fn build(trace: &Trace, now_ns: Option<u64>, extra: Extra) -> Model {
-    let report = report::build(
-        &[Input {
-            path: "t.tps".into(),
-            trace,
-        }],
-        &report::Options::default(),
-    );
+    let report = report::build(&[Input::new("t.tps", trace)], &report::Options::default());
     Model::build(trace, report, now_ns, extra)
 }
 
@@ -389,13 +383,7 @@ fn memory_is_red_by_the_reports_rule_and_partial_traces_say_why() {
     assert!((d.fraction.unwrap() - 0.1).abs() < 1e-9);
     assert!(d.near_limit);
     // The writer was never finished: no end record, in the report's words.
-    let report = report::build(
-        &[Input {
-            path: "t.tps".into(),
-            trace: &trace,
-        }],
-        &report::Options::default(),
-    );
+    let report = report::build(&[Input::new("t.tps", &trace)], &report::Options::default());
     assert_eq!(m.header.partial, Some(report.traces[0].completeness_line()));
     let partial = m.header.partial.unwrap();
     assert!(partial.starts_with("no end record"), "{partial}");
@@ -441,13 +429,7 @@ fn where_the_time_goes_follows_the_report() {
     use tpuscope_tui::RunState;
     use tpuscope_tui::model::Category;
     let trace = load("jax_lr.tps");
-    let report = report::build(
-        &[Input {
-            path: "t.tps".into(),
-            trace: &trace,
-        }],
-        &report::Options::default(),
-    );
+    let report = report::build(&[Input::new("t.tps", &trace)], &report::Options::default());
     let b = report.time[0].clone();
     let ended = Extra {
         state: RunState::Ended,

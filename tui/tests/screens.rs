@@ -25,10 +25,7 @@ fn load(name: &str) -> Trace {
 
 fn build(trace: &Trace, now_ns: Option<u64>, extra: Extra) -> Model {
     let report = report::build(
-        &[Input {
-            path: "trace.tps".into(),
-            trace,
-        }],
+        &[Input::new("trace.tps", trace)],
         &report::Options::default(),
     );
     Model::build(trace, report, now_ns, extra)

@@ -337,13 +337,7 @@ mod tests {
             budgets,
             ..Options::default()
         };
-        build(
-            &[Input {
-                path: "idle.tps".into(),
-                trace: &trace,
-            }],
-            &options,
-        )
+        build(&[Input::new("idle.tps", &trace)], &options)
     }
 
     #[test]

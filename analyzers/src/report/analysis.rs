@@ -3,14 +3,22 @@
 
 use super::*;
 
-/// What a trace says about recording that stopped early (`None` when it did not).
+/// What a trace decoded whole says about recording that stopped early (`None` when it did not).
 pub fn recording_stopped(trace: &Trace) -> Option<StoppedReport> {
-    let s = trace.recording_stopped()?;
+    stopped(trace, &Digest::of(trace))
+}
+
+/// [`recording_stopped`] of a run: its trace's tables and the digest of its events.
+fn stopped(trace: &Trace, d: &Digest) -> Option<StoppedReport> {
+    let s = d.others().rev().find_map(|(_, r)| match r {
+        tpuscope_core::Record::RecordingStopped(s) => Some(s),
+        _ => None,
+    })?;
     let start = trace
         .manifest
         .as_ref()
         .map_or(s.t_ns, |m| m.start_mono_ns.min(s.t_ns));
-    let last_record = trace.events.iter().filter_map(|r| r.t_ns()).max();
+    let last_record = d.last_t;
     let end = [
         Some(s.exit_t_ns),
         trace.end.as_ref().map(|e| e.t_ns),
@@ -45,10 +53,16 @@ pub fn recording_stopped(trace: &Trace) -> Option<StoppedReport> {
 
 /// Analyses traces: one run, successive runs of a program, or the hosts of one job.
 pub fn analyze(inputs: &[Input<'_>]) -> Report {
-    let (order, multi_host, runs) = order_runs(inputs);
+    analyze_digested(inputs, &Digests::of(inputs))
+}
+
+/// [`analyze`] with the inputs' digests made already.
+pub(crate) fn analyze_digested(inputs: &[Input<'_>], digests: &Digests<'_>) -> Report {
+    let (order, multi_host, runs) = order_runs(inputs, digests);
     let traces: Vec<&Trace> = order.iter().map(|&i| inputs[i].trace).collect();
+    let ds: Vec<&Digest> = order.iter().map(|&i| digests.get(i)).collect();
     let mut report = empty_report(runs);
-    let per_run = analyze_runs(&mut report, inputs, &order, &traces);
+    let per_run = analyze_runs(&mut report, inputs, &order, &traces, &ds);
     let total_steps: usize = per_run.steps.iter().map(|s| s.steps.len()).sum();
     let torch = report
         .traces
@@ -58,7 +72,7 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         per_run.steps.get(run).and_then(|s| s.steady_step_at(t))
     });
     report.steps = steps_report(&traces, &per_run.steps);
-    report.cache = cache::cache(&traces, &per_run.compiles, !multi_host);
+    report.cache = cache::cache(&ds, &per_run.compiles, !multi_host);
     summarize_compiles(&mut report, &per_run.compiles);
     let frontend = report
         .traces
@@ -67,7 +81,7 @@ pub fn analyze(inputs: &[Input<'_>]) -> Report {
         .unwrap_or_default();
     report.findings = findings(&report, &frontend, &per_run.steps);
     if multi_host {
-        add_hosts(&mut report, &traces, &per_run);
+        add_hosts(&mut report, &traces, &ds, &per_run);
     }
     report
 }
@@ -83,7 +97,7 @@ fn job_of(t: &Trace) -> String {
 
 /// The order the inputs are analysed in, whether they are the hosts of one job, and what the
 /// report says it assumed about them.
-fn order_runs(inputs: &[Input<'_>]) -> (Vec<usize>, bool, RunsInfo) {
+fn order_runs(inputs: &[Input<'_>], digests: &Digests<'_>) -> (Vec<usize>, bool, RunsInfo) {
     let mut order: Vec<usize> = (0..inputs.len()).collect();
     let start = |i: usize| {
         inputs[i]
@@ -96,9 +110,12 @@ fn order_runs(inputs: &[Input<'_>]) -> (Vec<usize>, bool, RunsInfo) {
     let shared_job_id =
         inputs.len() > 1 && !job(0).is_empty() && (0..inputs.len()).all(|i| job(i) == job(0));
     let all: Vec<&Trace> = inputs.iter().map(|i| i.trace).collect();
+    let lasts: Vec<Option<u64>> = (0..inputs.len())
+        .map(|i| digests.get(i).last_t_in_file)
+        .collect();
     // Without a job id (a plain TPU VM pod sets none), the PJRT client still tells the hosts of
     // one job apart from successive runs.
-    let pjrt_job = !shared_job_id && hosts::one_pjrt_job(&all);
+    let pjrt_job = !shared_job_id && hosts::one_pjrt_job_at(&all, &lasts);
     let multi_host = shared_job_id || pjrt_job;
     order.sort_by_key(|&i| {
         if multi_host {
@@ -175,18 +192,19 @@ fn analyze_runs(
     inputs: &[Input<'_>],
     order: &[usize],
     traces: &[&Trace],
+    digests: &[&Digest],
 ) -> PerRun {
     let mut all_compiles = Vec::new();
     let mut all_syncs: Vec<SyncView> = Vec::new();
     let mut all_steps: Vec<Steps> = Vec::new();
     let mut errors: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for (run, (&i, trace)) in order.iter().zip(traces).enumerate() {
-        let mut compiles = families::compiles(trace, run);
-        let (syncs, waits) = syncs::host_syncs(trace, run);
+    for (run, ((&i, trace), &d)) in order.iter().zip(traces).zip(digests).enumerate() {
+        let mut compiles = families::compiles(trace, d, run);
+        let (syncs, waits) = syncs::host_syncs(trace, d, run);
         report.runtime_waits += waits;
         let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
-        let steps = steps::steps(trace, &sync_times);
-        let info = trace_info(run, &inputs[i].path, trace, &steps);
+        let steps = steps::steps(trace, d, &sync_times);
+        let info = trace_info(run, &inputs[i].path, trace, d, &steps);
         warnings(&mut report.warnings, &info, trace);
         report.traces.push(info);
         if matches!(steps.source, StepSource::Marker { .. }) {
@@ -197,14 +215,14 @@ fn analyze_runs(
                 c.at_ns = c.t_ns;
             }
         }
-        report.hbm.extend(hbm::devices(trace, run, &steps));
-        report.compiled_memory.extend(hbm::executables(trace, run));
+        report.hbm.extend(hbm::devices(d, run, &steps));
+        report.compiled_memory.extend(hbm::executables(d, run));
         if report.oom.is_none() {
-            report.oom = hbm::oom(trace, run);
+            report.oom = hbm::oom(trace, d, run);
         }
-        collect_errors(trace, &mut errors);
+        collect_errors(d, &mut errors);
         // An attached trace's families start from the programs that ran before the attach.
-        let mut members = families::seen_before_attach(trace, run);
+        let mut members = families::seen_before_attach(trace, d, run);
         members.extend(compiles.iter().cloned());
         let fams = families::families(&members);
         let first_family = report.recompiles.len();
@@ -214,9 +232,9 @@ fn analyze_runs(
         report
             .phases
             .extend(phase_reports(run, &compiles, &steps, &recompile_steps));
-        report
-            .time
-            .push(crate::breakdown::run_breakdown(run, trace, &syncs, &steps));
+        report.time.push(crate::breakdown::run_breakdown(
+            run, trace, d, &syncs, &steps,
+        ));
         all_syncs.extend(syncs);
         all_steps.push(steps);
         all_compiles.push(compiles);
@@ -241,8 +259,14 @@ fn analyze_runs(
 }
 
 /// The hosts section and its cross-host findings, for the hosts of one job.
-fn add_hosts(report: &mut Report, traces: &[&Trace], per_run: &PerRun) {
-    let mut h = hosts::hosts(traces, &per_run.compiles, &per_run.steps, &per_run.syncs);
+fn add_hosts(report: &mut Report, traces: &[&Trace], digests: &[&Digest], per_run: &PerRun) {
+    let mut h = hosts::hosts(
+        traces,
+        digests,
+        &per_run.compiles,
+        &per_run.steps,
+        &per_run.syncs,
+    );
     // A straggler's slow steps, explained by the same split as every run's steps.
     let all: Vec<&crate::breakdown::RunBreakdown> = report.time.iter().collect();
     for s in h.stragglers.iter_mut().filter(|s| s.reason == "slow_steps") {
@@ -276,19 +300,25 @@ fn add_hosts(report: &mut Report, traces: &[&Trace], per_run: &PerRun) {
 }
 
 /// Where a partial trace stops (see [`LastRecord`]); `None` for a complete one.
-pub(super) fn last_record(trace: &Trace, steps: &Steps) -> Option<LastRecord> {
+pub(super) fn last_record(trace: &Trace, d: &Digest, steps: &Steps) -> Option<LastRecord> {
     if matches!(trace.completeness, Completeness::Complete) {
         return None;
     }
     // The Time section's window: its end is the last record's end, from the same start.
-    let (start, end) = crate::breakdown::window(trace, steps);
+    let (start, end) = crate::breakdown::window(trace, d, steps);
     Some(LastRecord {
         at_s: (end - start) as f64 / 1e9,
         step: steps.number_under_way(end),
     })
 }
 
-pub(super) fn trace_info(run: usize, path: &str, trace: &Trace, steps: &Steps) -> TraceInfo {
+pub(super) fn trace_info(
+    run: usize,
+    path: &str,
+    trace: &Trace,
+    d: &Digest,
+    steps: &Steps,
+) -> TraceInfo {
     let m = trace.manifest.clone().unwrap_or_default();
     TraceInfo {
         run,
@@ -303,16 +333,14 @@ pub(super) fn trace_info(run: usize, path: &str, trace: &Trace, steps: &Steps) -
         job_id: m.job_id.clone(),
         process_index: hosts::process_index(trace),
         completeness: TraceCompleteness::of(&trace.completeness),
-        last_record: last_record(trace, steps),
-        events: trace.events.len() as u64,
-        recording_stopped: recording_stopped(trace),
-        attached: attached(trace),
+        last_record: last_record(trace, d, steps),
+        events: d.events as u64,
+        recording_stopped: stopped(trace, d),
+        attached: attached(trace, d),
         dropped_events: trace.end.as_ref().map_or_else(
             || {
-                trace
-                    .events
-                    .iter()
-                    .filter_map(|r| match r {
+                d.others()
+                    .filter_map(|(_, r)| match r {
                         tpuscope_core::Record::Dropped(d) => Some(d.total),
                         _ => None,
                     })
@@ -325,11 +353,11 @@ pub(super) fn trace_info(run: usize, path: &str, trace: &Trace, steps: &Steps) -
 }
 
 /// What an attached trace cannot hold (see [`AttachedReport`]); `None` for other traces.
-pub(super) fn attached(trace: &Trace) -> Option<AttachedReport> {
+pub(super) fn attached(trace: &Trace, d: &Digest) -> Option<AttachedReport> {
     let m = trace.manifest.as_ref().filter(|m| m.role == "attach")?;
     let mut executables_before: Vec<String> = Vec::new();
     let mut detached = false;
-    for r in &trace.events {
+    for (_, r) in d.others() {
         match r {
             // Full names: torch_xla's `SyncTensorsGraph.54` and `.11` are two programs.
             tpuscope_core::Record::ExecutableSeen(x)
@@ -392,10 +420,10 @@ pub(super) fn warnings(out: &mut Vec<String>, info: &TraceInfo, trace: &Trace) {
             trace.damage.len()
         ));
     }
-    if let Some(s) = recording_stopped(trace) {
-        out.push(format!("{path}: {}", stopped_line(&s)));
+    if let Some(s) = &info.recording_stopped {
+        out.push(format!("{path}: {}", stopped_line(s)));
     }
-    if let Some(a) = attached(trace) {
+    if let Some(a) = &info.attached {
         out.push(format!("{path}: {}", a.line()));
     }
     if trace.unknown_records > 0 {
@@ -412,9 +440,9 @@ pub(super) fn warnings(out: &mut Vec<String>, info: &TraceInfo, trace: &Trace) {
     }
 }
 
-pub(super) fn collect_errors(trace: &Trace, out: &mut BTreeMap<(String, String), u64>) {
+pub(super) fn collect_errors(d: &Digest, out: &mut BTreeMap<(String, String), u64>) {
     use tpuscope_core::Record;
-    for r in &trace.events {
+    for (_, r) in d.others() {
         let (api, msg) = match r {
             // A failed compile also writes an Error record: count it once, there.
             Record::Error(e) => (e.api.clone(), e.message.clone()),

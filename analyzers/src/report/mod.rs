@@ -8,6 +8,7 @@ use tpuscope_core::{Completeness, Trace};
 
 use crate::cache::{self, CacheReport};
 use crate::diff::{Cause, Diff};
+use crate::digest::Digest;
 use crate::families::{self, CompileView, Family};
 use crate::hbm::{self, DeviceMemory, ExecutableMemory, OomReport};
 use crate::hosts;
@@ -27,6 +28,7 @@ use findings::findings;
 mod lines;
 mod pipeline;
 
+pub(crate) use analysis::analyze_digested;
 pub use analysis::{analyze, frontend_of, manifest_frontend, recording_stopped};
 pub use ci::{
     BaselineResult, Budget, BudgetError, BudgetKey, BudgetResult, BudgetStatus, apply_budgets,
@@ -337,10 +339,56 @@ pub struct Finding {
     pub suggestion: String,
 }
 
-/// One input: a display path and its decoded trace.
+/// One input: a display path, its trace, and the digest of its events when the caller made it
+/// while streaming the file (then the trace holds its tables only: no events).
 pub struct Input<'a> {
     pub path: String,
     pub trace: &'a Trace,
+    pub digest: Option<&'a crate::digest::Digest>,
+}
+
+impl<'a> Input<'a> {
+    /// A trace decoded whole (its digest is made from its events).
+    pub fn new(path: impl Into<String>, trace: &'a Trace) -> Input<'a> {
+        Input {
+            path: path.into(),
+            trace,
+            digest: None,
+        }
+    }
+}
+
+/// The digest of each input: the one it came with, else one made from its trace's events.
+pub(crate) struct Digests<'a> {
+    given: Vec<Option<&'a crate::digest::Digest>>,
+    made: Vec<Option<crate::digest::Digest>>,
+}
+
+impl<'a> Digests<'a> {
+    pub(crate) fn of(inputs: &[Input<'a>]) -> Digests<'a> {
+        Digests {
+            given: inputs.iter().map(|i| i.digest).collect(),
+            made: inputs
+                .iter()
+                .map(|i| {
+                    i.digest
+                        .is_none()
+                        .then(|| crate::digest::Digest::of(i.trace))
+                })
+                .collect(),
+        }
+    }
+
+    /// The digest of input `i` (an empty one past the end).
+    pub(crate) fn get(&self, i: usize) -> &crate::digest::Digest {
+        static EMPTY: std::sync::OnceLock<crate::digest::Digest> = std::sync::OnceLock::new();
+        self.given
+            .get(i)
+            .copied()
+            .flatten()
+            .or_else(|| self.made.get(i).and_then(Option::as_ref))
+            .unwrap_or_else(|| EMPTY.get_or_init(crate::digest::Digest::default))
+    }
 }
 
 /// How much of a run a trace holds (`complete`, `no_end_record`, `cut` in the JSON).

@@ -17,9 +17,10 @@ pub struct Options {
 
 /// Analyses `inputs` and completes the report with `options`.
 pub fn build(inputs: &[Input<'_>], options: &Options) -> Report {
-    let mut report = analyze(inputs);
+    let digests = Digests::of(inputs);
+    let mut report = analyze_digested(inputs, &digests);
     if !options.torch_logs.is_empty() {
-        torch_trace::attach(&mut report, inputs, &options.torch_logs);
+        torch_trace::attach_digested(&mut report, inputs, &digests, &options.torch_logs);
     }
     apply_budgets(&mut report, &options.budgets);
     if let Some(b) = &options.baseline {
@@ -36,10 +37,7 @@ pub fn build_one(
     torch_logs: Option<TorchLogs>,
 ) -> Report {
     build(
-        &[Input {
-            path: label.to_string(),
-            trace,
-        }],
+        &[Input::new(label, trace)],
         &Options {
             torch_logs: torch_logs.into_iter().collect(),
             ..Options::default()

@@ -13,7 +13,8 @@ use super::{
     CausedCompile, DynamoReport, FrameCompileReport, GraphBreakReport, GuardFailureReport,
     LogsInfo, TorchLogs,
 };
-use crate::report::{Finding, Input, Report};
+use crate::digest::Digest;
+use crate::report::{Digests, Finding, Input, Report};
 use crate::source::SourceLoc;
 
 /// At most this many distinct guard texts per group.
@@ -38,23 +39,23 @@ struct TraceCompiles {
     list: Vec<PjrtCompile>,
 }
 
-/// The (mono, wall) anchors of a trace: the manifest's and every `Clock` record.
-fn anchors(trace: &Trace) -> Vec<(u64, u64)> {
+/// The (mono, wall) anchors of a run: the manifest's and every `Clock` record.
+fn anchors(trace: &Trace, d: &Digest) -> Vec<(u64, u64)> {
     let mut a: Vec<(u64, u64)> = trace
         .manifest
         .iter()
         .filter(|m| m.start_wall_ns > 0)
         .map(|m| (m.start_mono_ns, m.start_wall_ns))
         .collect();
-    a.extend(trace.events.iter().filter_map(|r| match r {
+    a.extend(d.others().filter_map(|(_, r)| match r {
         Record::Clock(c) => Some((c.mono_ns, c.wall_ns)),
         _ => None,
     }));
     a
 }
 
-fn trace_compiles(trace: &Trace) -> TraceCompiles {
-    let anchors = anchors(trace);
+fn trace_compiles(trace: &Trace, d: &Digest) -> TraceCompiles {
+    let anchors = anchors(trace, d);
     let wall_us = |mono: u64| -> i64 {
         let nearest = anchors
             .iter()
@@ -64,10 +65,8 @@ fn trace_compiles(trace: &Trace) -> TraceCompiles {
         let wall = i128::from(mono) - i128::from(nearest.0) + i128::from(nearest.1);
         (wall / 1000) as i64
     };
-    let list = trace
-        .events
-        .iter()
-        .enumerate()
+    let list = d
+        .others()
         .filter_map(|(i, r)| match r {
             Record::Compile(c) => Some(PjrtCompile {
                 event: i,
@@ -248,6 +247,18 @@ type CausedBy = BTreeMap<CompileId, (Vec<CausedCompile>, Option<f64>)>;
 /// Adds the `dynamo` section and its findings. `logs` holds what the CLI found per trace; a
 /// trace without an entry has no dynamo section. Does nothing when `logs` is empty.
 pub fn attach(report: &mut Report, inputs: &[Input<'_>], logs: &[TorchLogs]) {
+    if !logs.is_empty() {
+        attach_digested(report, inputs, &Digests::of(inputs), logs);
+    }
+}
+
+/// [`attach`] with the inputs' digests made already.
+pub(crate) fn attach_digested(
+    report: &mut Report,
+    inputs: &[Input<'_>],
+    digests: &Digests<'_>,
+    logs: &[TorchLogs],
+) {
     if logs.is_empty() {
         return;
     }
@@ -256,10 +267,10 @@ pub fn attach(report: &mut Report, inputs: &[Input<'_>], logs: &[TorchLogs]) {
         let Some(run) = report.traces.iter().position(|t| t.path == l.trace_path) else {
             continue;
         };
-        let Some(input) = inputs.iter().find(|i| i.path == l.trace_path) else {
+        let Some(i) = inputs.iter().position(|i| i.path == l.trace_path) else {
             continue;
         };
-        add_trace_logs(&mut dynamo, run, input.trace, l);
+        add_trace_logs(&mut dynamo, run, inputs[i].trace, digests.get(i), l);
     }
 
     let mut findings: Vec<Finding> = Vec::new();
@@ -276,7 +287,7 @@ pub fn attach(report: &mut Report, inputs: &[Input<'_>], logs: &[TorchLogs]) {
 }
 
 /// Adds to `dynamo` what the logs of one trace (run `run`) say about its process.
-fn add_trace_logs(dynamo: &mut DynamoReport, run: usize, trace: &Trace, l: &TorchLogs) {
+fn add_trace_logs(dynamo: &mut DynamoReport, run: usize, trace: &Trace, d: &Digest, l: &TorchLogs) {
     let pid = trace.manifest.as_ref().map_or(0, |m| m.pid);
     let parsed = parse(l.files.iter().map(|(_, t)| t.as_str()));
     let mut info = LogsInfo {
@@ -310,7 +321,7 @@ fn add_trace_logs(dynamo: &mut DynamoReport, run: usize, trace: &Trace, l: &Torc
     info.utc_offset_min = p.utc_offset_s.map(|s| s / 60);
     dynamo.logs.push(info);
 
-    let tc = trace_compiles(trace);
+    let tc = trace_compiles(trace, d);
     let wall0_us = trace
         .manifest
         .as_ref()

@@ -14,6 +14,7 @@ mod join;
 mod log;
 
 pub use join::attach;
+pub(crate) use join::attach_digested;
 pub use log::{
     CompileId, DynamoStackEntry, FailedGuard, FrameCompile, GraphBreak, GuardFailure, Parsed,
     ProcessLog, Stamp, parse,

@@ -325,10 +325,10 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../sample_traces/real/jax_lr.tps");
         let trace = tpuscope_core::reader::read_trace_file(&path).unwrap();
-        let mut r = tpuscope_analyzers::report::analyze(&[tpuscope_analyzers::report::Input {
-            path: path.display().to_string(),
-            trace: &trace,
-        }]);
+        let mut r = tpuscope_analyzers::report::analyze(&[tpuscope_analyzers::report::Input::new(
+            path.display().to_string(),
+            &trace,
+        )]);
         use tpuscope_analyzers::report::FindingKind;
         for kind in [
             FindingKind::Host,

@@ -214,10 +214,7 @@ pub fn whatif(args: &WhatifArgs) -> Result<i32> {
         .traces
         .iter()
         .zip(&traces)
-        .map(|(p, t)| Input {
-            path: p.display().to_string(),
-            trace: t,
-        })
+        .map(|(p, t)| Input::new(p.display().to_string(), t))
         .collect();
     let rep = report::build(&inputs, &Options::default());
     // What the traces do not hold (a cut file: programs after the cut are not compiled here).
