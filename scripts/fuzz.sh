@@ -6,7 +6,7 @@
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #
-# Seconds per target: the argument, else TPUSCOPE_FUZZ_SECS (scripts/test.sh sets 30 in CI and 5
+# Seconds per target: the argument, else TPUSCOPE_FUZZ_SECS (scripts/test.sh sets 20 in CI and 5
 # locally), else 5. The working corpus grows across runs in TPUSCOPE_FUZZ_CORPUS (default
 # ~/.cache/tpuscope/fuzz-corpus/TARGET), so each run goes on from where the last one stopped.
 set -euo pipefail

@@ -107,7 +107,9 @@ if [ "${#todo[@]}" -gt 0 ]; then
     rm -rf "$venv"
     "$PY" -m venv "$venv" || die "[$name] python -m venv failed"
     vpy="$venv/bin/python"
-    pipq=(--no-input --progress-bar off --disable-pip-version-check)
+    # No byte-compiling at install: torch and jax ship tens of thousands of modules, of which
+    # a run imports a few thousand (compiled then, once, into the venv's __pycache__).
+    pipq=(--no-input --progress-bar off --disable-pip-version-check --no-compile)
     "$vpy" -m pip install "${pipq[@]}" -q --upgrade pip \
       || die "[$name] pip self-upgrade failed"
     log "[$name] pip install -r $req"

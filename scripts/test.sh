@@ -10,11 +10,16 @@ step() { printf '\n=== %s (+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 # A fresh clone builds once: incremental state would only take disk (it is most of target/).
 if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
 
-step "Python test environments"
-scripts/setup-envs.sh
-
 step "system tools (tmux, Xvfb + Mesa)"
 scripts/setup-system.sh
+
+# A fresh machine spends minutes downloading and unpacking the pinned Python environments:
+# that runs beside the lint and the build (which need none of it), and the tests wait for it.
+step "Python test environments (in the background, beside the lint and the build)"
+envs_log="$(mktemp)"
+scripts/setup-envs.sh >"$envs_log" 2>&1 &
+envs_pid=$!
+trap 'kill "$envs_pid" 2>/dev/null || true; rm -f "$envs_log"' EXIT
 
 step "format and lint"
 cargo fmt --all -- --check
@@ -27,9 +32,15 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "build"
 cargo build --workspace --all-targets --locked
 
+step "Python test environments (waiting)"
+envs_rc=0
+wait "$envs_pid" || envs_rc=$?
+cat "$envs_log" >&2
+[ "$envs_rc" -eq 0 ] || { echo "setup-envs.sh failed (exit $envs_rc)" >&2; exit 1; }
+
 step "tests"
-# The reader fuzz loop, and each fuzz target below, run half a minute in CI, a few seconds locally.
-export TPUSCOPE_FUZZ_SECS="${TPUSCOPE_FUZZ_SECS:-$([ "${CI:-}" = true ] && echo 30 || echo 5)}"
+# The reader fuzz loop, and each fuzz target below, run 20 s in CI, a few seconds locally.
+export TPUSCOPE_FUZZ_SECS="${TPUSCOPE_FUZZ_SECS:-$([ "${CI:-}" = true ] && echo 20 || echo 5)}"
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2
 
 step "fuzz (${TPUSCOPE_FUZZ_SECS} s a target)"
