@@ -227,13 +227,16 @@ impl Union {
     fn new(mut v: Vec<(u64, u64)>) -> Union {
         v.retain(|s| s.1 > s.0);
         v.sort_unstable();
-        let mut spans: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-        for (a, b) in v {
-            match spans.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => spans.push((a, b)),
+        // Merged in place: a long run's spans are not copied.
+        v.dedup_by(|next, kept| {
+            let overlaps = next.0 <= kept.1;
+            if overlaps {
+                kept.1 = kept.1.max(next.1);
             }
-        }
+            overlaps
+        });
+        v.shrink_to_fit();
+        let spans = v;
         let mut before = Vec::with_capacity(spans.len() + 1);
         let mut acc = 0u64;
         before.push(0);
@@ -349,7 +352,6 @@ pub fn run_breakdown(
     let (start, end) = window(trace, d, steps);
     let mut compiling = Vec::new();
     let mut per_device: Vec<Vec<(u64, u64)>> = Vec::new();
-    let mut launched: rustc_hash::FxHashMap<u64, u64> = rustc_hash::FxHashMap::default();
     // (dispatch, completion) of each timed launch, for the steady state's real end.
     let mut completions: Vec<(u64, u64)> = Vec::new();
     let mut timing = DeviceTiming {
@@ -369,17 +371,12 @@ pub fn run_breakdown(
         timing.launches += 1;
         if e.completion_tracked {
             timing.timed += 1;
-            launched.insert(e.seq, e.t_ns);
         }
     }
-    // A fast launch completes before its execute hook returns and records it: the completion
-    // may come first in the trace, so launches are matched after the pass.
-    let done = d
-        .completions
-        .iter()
-        .map(|c| (c.seq, c.device_index as usize, c.t_ns));
-    for (seq, d, t1) in done {
-        if let Some(&t0) = launched.get(&seq) {
+    for c in &d.completions {
+        let launch = d.launch_of(c).filter(|e| !e.failed && e.completion_tracked);
+        if let Some(e) = launch {
+            let (d, t0, t1) = (c.device_index as usize, e.t_ns, c.t_ns);
             if per_device.len() <= d {
                 per_device.resize_with(d + 1, Vec::new);
             }

@@ -53,6 +53,10 @@ pub struct Completion {
     pub t_ns: u64,
     pub seq: u64,
     pub device_index: u32,
+    /// Its execute: the index in `launches` of the launch with its `seq` (the collector numbers
+    /// a process's executes once each), matched once here for every analysis; None when the
+    /// trace holds no such launch (it was dropped, or ran before an attach).
+    pub launch: Option<u32>,
 }
 
 /// What the analyses read of a run's event records.
@@ -82,6 +86,11 @@ pub struct Digest {
 }
 
 impl Digest {
+    /// The launch a completion finished.
+    pub fn launch_of(&self, c: &Completion) -> Option<&Launch> {
+        self.launches.get(c.launch? as usize)
+    }
+
     /// The digest of a trace decoded whole.
     pub fn of(trace: &Trace) -> Digest {
         let mut b = DigestBuilder::default();
@@ -139,6 +148,7 @@ impl DigestBuilder {
                 t_ns: c.t_ns,
                 seq: c.seq,
                 device_index: c.device_index,
+                launch: None,
             }),
             Record::Transfer(t)
                 if t.error.is_none() && !(t.direction == Direction::D2h as i32 && t.sync) =>
@@ -177,7 +187,38 @@ impl DigestBuilder {
         &self.d
     }
 
-    pub fn finish(self) -> Digest {
+    /// The digest, each completion matched to its launch. A fast launch completes before its
+    /// execute hook records it, so a completion may come first in the file: matched at the end.
+    pub fn finish(mut self) -> Digest {
+        let launches = &self.d.launches;
+        let last_with = |sorted: &[(u64, u32)], seq: u64| {
+            // The last launch in file order with that seq (the sort is stable).
+            let i = sorted.partition_point(|&(s, _)| s <= seq);
+            i.checked_sub(1)
+                .and_then(|i| sorted.get(i))
+                .filter(|&&(s, _)| s == seq)
+                .map(|&(_, l)| l)
+        };
+        // Launches come in seq order unless threads raced: then sort a copy of (seq, index).
+        if launches.is_sorted_by_key(|l| l.seq) {
+            for c in &mut self.d.completions {
+                let i = launches.partition_point(|l| l.seq <= c.seq);
+                c.launch = i
+                    .checked_sub(1)
+                    .filter(|&i| launches.get(i).is_some_and(|l| l.seq == c.seq))
+                    .and_then(|i| u32::try_from(i).ok());
+            }
+        } else {
+            let mut by_seq: Vec<(u64, u32)> = launches
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.seq, u32::try_from(i).unwrap_or(u32::MAX)))
+                .collect();
+            by_seq.sort_by_key(|&(s, _)| s);
+            for c in &mut self.d.completions {
+                c.launch = last_with(&by_seq, c.seq);
+            }
+        }
         self.d
     }
 }
@@ -192,5 +233,59 @@ fn duration(r: &Record) -> u64 {
         Record::Transfer(t) => t.dur_ns,
         Record::Sync(s) => s.dur_ns,
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tpuscope_core::event::{Execute, ExecuteComplete};
+
+    fn launch(seq: u64, t_ns: u64) -> Record {
+        Record::Execute(Execute {
+            t_ns,
+            seq,
+            executable_id: 7,
+            completion_tracked: true,
+            ..Execute::default()
+        })
+    }
+
+    fn done(seq: u64, t_ns: u64, device_index: u32) -> Record {
+        Record::ExecuteComplete(ExecuteComplete {
+            t_ns,
+            seq,
+            device_index,
+            ..ExecuteComplete::default()
+        })
+    }
+
+    fn matched(records: &[Record]) -> Vec<Option<u32>> {
+        let mut b = DigestBuilder::default();
+        records.iter().for_each(|r| b.push(r));
+        b.finish().completions.iter().map(|c| c.launch).collect()
+    }
+
+    #[test]
+    fn completions_find_their_launch_in_any_order() {
+        // In seq order; one completion before its launch; one of a launch never recorded.
+        let in_order = [
+            launch(1, 10),
+            done(2, 25, 0),
+            launch(2, 20),
+            done(1, 30, 0),
+            done(1, 31, 1),
+            done(9, 40, 0),
+        ];
+        assert_eq!(matched(&in_order), vec![Some(1), Some(0), Some(0), None]);
+        // Threads raced: launches out of seq order.
+        let raced = [
+            launch(5, 10),
+            launch(3, 11),
+            launch(4, 12),
+            done(3, 20, 0),
+            done(5, 21, 0),
+        ];
+        assert_eq!(matched(&raced), vec![Some(1), Some(0)]);
     }
 }

@@ -234,8 +234,6 @@ pub fn boundaries_of(trace: &Trace, d: &Digest) -> (StepSource, Vec<(u64, u64)>)
 fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
     let mut markers: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut groups: HashMap<Key<'_>, Launches> = HashMap::default();
-    // seq → (group, start, dispatch) of executes, for their completions.
-    let mut pending: HashMap<u64, (Key<'_>, u64, u64)> = HashMap::default();
     let mut compile_times = Vec::new();
     for (_, r) in d.others() {
         match r {
@@ -247,11 +245,14 @@ fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
             _ => {}
         }
     }
+    let key_of = |executable_id: u64| {
+        info.get(&executable_id).map_or(("", None, 0), |i| {
+            (i.graph.as_str(), i.site.as_ref(), i.num_outputs)
+        })
+    };
     for e in &d.launches {
         let exe = info.get(&e.executable_id);
-        let key = exe.map_or(("", None, 0), |i| {
-            (i.graph.as_str(), i.site.as_ref(), i.num_outputs)
-        });
+        let key = key_of(e.executable_id);
         let g = groups.entry(key).or_default();
         if g.seen.insert(e.executable_id) {
             g.compile_ns += exe.map_or(0, |i| i.compile_ns);
@@ -259,19 +260,23 @@ fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
         }
         g.times.push(e.t_ns);
         g.busy_ns += e.dur_ns;
-        if e.completion_tracked {
-            pending.insert(e.seq, (key, e.t_ns, e.dur_ns));
-        }
     }
-    // A fast launch completes before its execute hook records it: matched after the pass,
-    // whatever the order in the trace.
+    // Device time beyond the dispatch, once per execute (the first device to finish of a
+    // multi-device launch, in file order, is enough to rank call sites).
+    let mut counted = vec![false; d.launches.len()];
     for c in &d.completions {
-        // Device time beyond the dispatch, once per execute (the first device to finish of a
-        // multi-device launch is enough to rank call sites).
-        if let Some((key, start, dur)) = pending.remove(&c.seq)
-            && let Some(g) = groups.get_mut(&key)
+        let Some(i) = c.launch.map(|i| i as usize) else {
+            continue;
+        };
+        let Some(e) = d.launches.get(i).filter(|e| e.completion_tracked) else {
+            continue;
+        };
+        if counted
+            .get_mut(i)
+            .is_some_and(|seen| !std::mem::replace(seen, true))
+            && let Some(g) = groups.get_mut(&key_of(e.executable_id))
         {
-            g.busy_ns += c.t_ns.saturating_sub(start).saturating_sub(dur);
+            g.busy_ns += c.t_ns.saturating_sub(e.t_ns).saturating_sub(e.dur_ns);
         }
     }
     Scan {

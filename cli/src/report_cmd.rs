@@ -191,8 +191,8 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
             s.push('\n');
             s
         }
-        Format::Text => text::render(&printable(&rep), &text::Style::for_stdout()),
-        Format::Markdown => markdown::render(&printable(&rep)),
+        Format::Text => text::render(&rep, &text::Style::for_stdout()),
+        Format::Markdown => markdown::render(&rep),
         Format::Junit => junit::render(&rep),
     };
     if let Some(w) = &whatif
@@ -220,37 +220,6 @@ pub fn print_warnings(rep: &Report) {
         warnings.add(format!("tpuscope: warning: {w}"));
     }
     warnings.print();
-}
-
-/// The report with control characters in its strings (plugin messages, paths) replaced, so
-/// that printing it cannot drive the terminal (escape sequences) or break a line-based layout.
-fn printable(r: &Report) -> Report {
-    fn clean(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::String(s) if s.chars().any(|c| c.is_control() && c != '\n') => {
-                *s = s
-                    .chars()
-                    .map(|c| match c {
-                        '\n' => '\n',
-                        '\t' => ' ',
-                        c if c.is_control() => '\u{FFFD}',
-                        c => c,
-                    })
-                    .collect();
-            }
-            serde_json::Value::Array(a) => a.iter_mut().for_each(clean),
-            serde_json::Value::Object(o) => o.values_mut().for_each(clean),
-            _ => {}
-        }
-    }
-    // The report's own serde shape round-trips; should it ever not, print it as it is.
-    serde_json::to_value(r)
-        .ok()
-        .and_then(|mut v| {
-            clean(&mut v);
-            serde_json::from_value(v).ok()
-        })
-        .unwrap_or_else(|| r.clone())
 }
 
 fn read_traces(path: &Path) -> Result<Vec<tpuscope_core::Trace>> {
@@ -410,7 +379,7 @@ mod tests {
             color: false,
             width: 100,
         };
-        let t = text::render(&printable(&r), &st);
+        let t = text::render(&r, &st);
         for needle in [
             "Out of device memory",
             "RESOURCE_EXHAUSTED: Out of memory allocating 4.00G",
@@ -441,6 +410,7 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("- **✗** syncs per step: 1 → 2"), "{md}");
+        assert!(!md.contains('\u{7}'), "{md}");
 
         let x = junit::render(&r);
         assert!(x.contains("name=\"baseline\""), "{x}");

@@ -99,7 +99,9 @@ enum Run {
 /// line), its summary, then its blocks as nested bullets, numbered findings and GFM tables.
 pub fn render(r: &Report) -> String {
     let mut o = String::new();
-    for (i, s) in present::sections(r).iter().enumerate() {
+    let mut sections = present::sections(r);
+    super::term::clean(&mut sections);
+    for (i, s) in sections.iter().enumerate() {
         if i == 0 {
             let _ = writeln!(o, "## {}\n", md(&s.title.text, Ctx::Prose));
             let _ = writeln!(o, "{}", status(r));

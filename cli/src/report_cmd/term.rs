@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use tpuscope_analyzers::present::{Align, Item, Line, Span, Table, Tone};
+use tpuscope_analyzers::present::{Align, Block, Item, Line, Section, Span, Table, Tone};
 use tpuscope_analyzers::units::{LongWord, wrap};
 
 /// How to draw: colours (ANSI) or not, and the width to wrap prose at.
@@ -46,6 +46,62 @@ impl Style {
     /// Each span in its tone.
     pub fn line(&self, l: &Line) -> String {
         l.0.iter().map(|s| self.span(s)).collect()
+    }
+}
+
+/// The sections with every control character a trace may carry (an error message, a file name,
+/// a what-was-read) made harmless: a tab is a space, a newline stays, anything else is U+FFFD.
+/// What is shown is bounded, so this costs nothing on a long run (the report is never copied).
+pub fn clean(sections: &mut [Section]) {
+    fn text(s: &mut String) {
+        if s.chars().any(|c| c.is_control() && c != '\n') {
+            *s = s
+                .chars()
+                .map(|c| match c {
+                    '\n' => '\n',
+                    '\t' => ' ',
+                    c if c.is_control() => '\u{FFFD}',
+                    c => c,
+                })
+                .collect();
+        }
+    }
+    fn line(l: &mut Line) {
+        l.0.iter_mut().for_each(|s| text(&mut s.text));
+    }
+    for s in sections {
+        text(&mut s.title.text);
+        line(&mut s.summary);
+        for b in &mut s.blocks {
+            match b {
+                Block::Line { line: l, .. } => line(l),
+                Block::Para { label, text: t, .. } => {
+                    if let Some(l) = label {
+                        text(&mut l.text);
+                    }
+                    line(t);
+                }
+                Block::Labeled { label, lines, .. } => {
+                    text(&mut label.text);
+                    lines.iter_mut().for_each(line);
+                }
+                Block::Table { table, .. } => {
+                    table.columns.iter_mut().for_each(|c| text(&mut c.title));
+                    for r in &mut table.rows {
+                        r.cells.iter_mut().for_each(line);
+                    }
+                }
+                Block::Item(item) => {
+                    line(&mut item.head);
+                    for (label, t) in &mut item.paras {
+                        if let Some(l) = label {
+                            text(&mut l.text);
+                        }
+                        line(t);
+                    }
+                }
+            }
+        }
     }
 }
 

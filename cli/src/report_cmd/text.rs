@@ -13,7 +13,9 @@ pub fn render(r: &Report, st: &Style) -> String {
         s: String::new(),
         st,
     };
-    for (i, s) in present::sections(r).iter().enumerate() {
+    let mut sections = present::sections(r);
+    super::term::clean(&mut sections);
+    for (i, s) in sections.iter().enumerate() {
         if i > 0 {
             o.blank();
         }
@@ -29,7 +31,9 @@ pub fn section_text(s: &Section, st: &Style) -> String {
         s: String::new(),
         st,
     };
-    section(&mut o, s);
+    let mut s = [s.clone()];
+    super::term::clean(&mut s);
+    section(&mut o, &s[0]);
     o.s
 }
 
