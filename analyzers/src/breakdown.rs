@@ -352,8 +352,6 @@ pub fn run_breakdown(
     let (start, end) = window(trace, d, steps);
     let mut compiling = Vec::new();
     let mut per_device: Vec<Vec<(u64, u64)>> = Vec::new();
-    // (dispatch, completion) of each timed launch, for the steady state's real end.
-    let mut completions: Vec<(u64, u64)> = Vec::new();
     let mut timing = DeviceTiming {
         launches: 0,
         timed: 0,
@@ -373,15 +371,12 @@ pub fn run_breakdown(
             timing.timed += 1;
         }
     }
-    for c in &d.completions {
-        let launch = d.launch_of(c).filter(|e| !e.failed && e.completion_tracked);
-        if let Some(e) = launch {
-            let (d, t0, t1) = (c.device_index as usize, e.t_ns, c.t_ns);
-            if per_device.len() <= d {
-                per_device.resize_with(d + 1, Vec::new);
-            }
-            per_device[d].push((t0, t1.max(t0)));
-            completions.push((t0, t1.max(t0)));
+    for (dev, t0, t1) in timed_spans(d) {
+        if per_device.len() <= dev {
+            per_device.resize_with(dev + 1, Vec::new);
+        }
+        if let Some(spans) = per_device.get_mut(dev) {
+            spans.push((t0, t1));
         }
     }
     let blocked: Vec<(u64, u64)> = syncs
@@ -446,7 +441,7 @@ pub fn run_breakdown(
         .collect();
     steady_ms.sort_by(f64::total_cmp);
     let step_time = percentiles(&steady_ms);
-    let steps_per_s = steady_throughput(steps, &completions);
+    let steps_per_s = steady_throughput(steps, timed_spans(d));
     let slow_steps = slow_steps(d, steps, &step_splits, step_time);
     let batch = batch(d, steps).map(|b| Batch {
         samples_per_s: steps_per_s.map(|s| s * b.samples_per_step as f64),
@@ -537,13 +532,25 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
 /// Steady steps per second. With asynchronous dispatch the host may launch steps faster than
 /// the devices run them: the steady state then ends when the devices finish its last launch,
 /// not when the host launched it.
-fn steady_throughput(steps: &Steps, completions: &[(u64, u64)]) -> Option<f64> {
+/// (device, dispatch, completion) of each completion of a timed launch that succeeded.
+fn timed_spans(d: &Digest) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+    d.completions.iter().filter_map(|c| {
+        let e = d
+            .launch_of(c)
+            .filter(|e| !e.failed && e.completion_tracked)?;
+        Some((c.device_index as usize, e.t_ns, c.t_ns.max(e.t_ns)))
+    })
+}
+
+fn steady_throughput(
+    steps: &Steps,
+    completions: impl Iterator<Item = (usize, u64, u64)>,
+) -> Option<f64> {
     let steady = steps.steady();
     let (first, last) = (steady.first()?, steady.last()?);
     let device_end = completions
-        .iter()
-        .filter(|(t0, _)| *t0 >= first.start_ns && *t0 < last.end_ns)
-        .map(|(_, t1)| *t1)
+        .filter(|(_, t0, _)| *t0 >= first.start_ns && *t0 < last.end_ns)
+        .map(|(_, _, t1)| t1)
         .max()
         .unwrap_or(0);
     let span = last.end_ns.max(device_end).saturating_sub(first.start_ns);

@@ -51,7 +51,6 @@ pub struct Launch {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
     pub t_ns: u64,
-    pub seq: u64,
     pub device_index: u32,
     /// Its execute: the index in `launches` of the launch with its `seq` (the collector numbers
     /// a process's executes once each), matched once here for every analysis; None when the
@@ -113,6 +112,8 @@ pub struct DigestBuilder {
     d: Digest,
     /// A hash of each shape → its indices in `shapes` (one, unless two shapes share a hash).
     shape_ids: rustc_hash::FxHashMap<u64, Vec<u32>>,
+    /// Each completion's execute number, until `finish` matches it to its launch.
+    completion_seqs: Vec<u64>,
 }
 
 impl DigestBuilder {
@@ -144,12 +145,14 @@ impl DigestBuilder {
                     self.d.others.push((event, r.clone()));
                 }
             }
-            Record::ExecuteComplete(c) => self.d.completions.push(Completion {
-                t_ns: c.t_ns,
-                seq: c.seq,
-                device_index: c.device_index,
-                launch: None,
-            }),
+            Record::ExecuteComplete(c) => {
+                self.d.completions.push(Completion {
+                    t_ns: c.t_ns,
+                    device_index: c.device_index,
+                    launch: None,
+                });
+                self.completion_seqs.push(c.seq);
+            }
             Record::Transfer(t)
                 if t.error.is_none() && !(t.direction == Direction::D2h as i32 && t.sync) =>
             {
@@ -200,12 +203,13 @@ impl DigestBuilder {
                 .map(|&(_, l)| l)
         };
         // Launches come in seq order unless threads raced: then sort a copy of (seq, index).
+        let completions = self.d.completions.iter_mut().zip(&self.completion_seqs);
         if launches.is_sorted_by_key(|l| l.seq) {
-            for c in &mut self.d.completions {
-                let i = launches.partition_point(|l| l.seq <= c.seq);
+            for (c, &seq) in completions {
+                let i = launches.partition_point(|l| l.seq <= seq);
                 c.launch = i
                     .checked_sub(1)
-                    .filter(|&i| launches.get(i).is_some_and(|l| l.seq == c.seq))
+                    .filter(|&i| launches.get(i).is_some_and(|l| l.seq == seq))
                     .and_then(|i| u32::try_from(i).ok());
             }
         } else {
@@ -215,8 +219,8 @@ impl DigestBuilder {
                 .map(|(i, l)| (l.seq, u32::try_from(i).unwrap_or(u32::MAX)))
                 .collect();
             by_seq.sort_by_key(|&(s, _)| s);
-            for c in &mut self.d.completions {
-                c.launch = last_with(&by_seq, c.seq);
+            for (c, &seq) in completions {
+                c.launch = last_with(&by_seq, seq);
             }
         }
         self.d
