@@ -7,8 +7,9 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #
 # Seconds per target: the argument, else TPUSCOPE_FUZZ_SECS (scripts/test.sh sets 20 in CI and 5
-# locally), else 5. The working corpus grows across runs in TPUSCOPE_FUZZ_CORPUS (default
-# ~/.cache/tpuscope/fuzz-corpus/TARGET), so each run goes on from where the last one stopped.
+# locally), else 5. TPUSCOPE_FUZZ_BUILD_ONLY=1 builds the targets and stops. The working corpus
+# grows across runs in TPUSCOPE_FUZZ_CORPUS (default ~/.cache/tpuscope/fuzz-corpus/TARGET), so
+# each run goes on from where the last one stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +48,10 @@ cargo build --quiet --locked --release --manifest-path fuzz/Cargo.toml -p tpusco
 rm -rf fuzz/seeds
 fuzz/target/release/tpuscope-fuzz-seedgen sample_traces fuzz/seeds || die "writing the seeds failed"
 built=$(date +%s)
+if [ -n "${TPUSCOPE_FUZZ_BUILD_ONLY:-}" ]; then
+    echo "fuzz: built in $((built - start)) s (TPUSCOPE_FUZZ_BUILD_ONLY: not run)"
+    exit 0
+fi
 echo "fuzz: built in $((built - start)) s; ${secs} s per target: ${targets[*]}"
 
 mkdir -p fuzz/target/fuzz-logs

@@ -31,6 +31,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "build"
 cargo build --workspace --all-targets --locked
+# fuzz/ is a workspace of its own (nightly): built now, so that code it fails to compile fails
+# here and not after the tests; the targets run after them.
+TPUSCOPE_FUZZ_BUILD_ONLY=1 scripts/fuzz.sh
 
 step "Python test environments (waiting)"
 envs_rc=0

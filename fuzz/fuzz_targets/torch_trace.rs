@@ -34,10 +34,7 @@ fn base() -> &'static (Vec<Trace>, Report) {
         let inputs: Vec<Input<'_>> = TRACES
             .iter()
             .zip(&traces)
-            .map(|((name, _), trace)| Input {
-                path: name.to_string(),
-                trace,
-            })
+            .map(|((name, _), trace)| Input::new(name.to_string(), trace))
             .collect();
         let report = report::analyze(&inputs);
         (traces, report)
@@ -77,10 +74,7 @@ fuzz_target!(|data: &[u8]| {
     let inputs: Vec<Input<'_>> = TRACES
         .iter()
         .zip(traces)
-        .map(|((name, _), trace)| Input {
-            path: name.to_string(),
-            trace,
-        })
+        .map(|((name, _), trace)| Input::new(name.to_string(), trace))
         .collect();
     let logs: Vec<TorchLogs> = TRACES
         .iter()
