@@ -247,6 +247,17 @@ impl Union {
         Union { spans, before }
     }
 
+    /// The union of unions given away: the first one's spans are reused, not copied (a long
+    /// run's device spans are most of the breakdown's memory).
+    fn of_owned(parts: impl IntoIterator<Item = Union>) -> Union {
+        let mut parts = parts.into_iter();
+        let mut spans = parts.next().map(|u| u.spans).unwrap_or_default();
+        for u in parts {
+            spans.extend(u.spans);
+        }
+        Union::new(spans)
+    }
+
     fn of(parts: &[&Union]) -> Union {
         Union::new(parts.iter().flat_map(|u| u.spans.iter().copied()).collect())
     }
@@ -287,9 +298,10 @@ struct Layers {
 impl Layers {
     fn new(compiling: Union, blocked: Union, busy: Union, timed: bool) -> Layers {
         let blocked_busy = Union::new(intersect(&blocked.spans, &busy.spans));
+        // Compiling and blocked are a few spans; busy is one per launch and is reused.
         Layers {
+            upto_busy: Union::of_owned([busy, Union::of(&[&compiling, &blocked])]),
             upto_blocked: Union::of(&[&compiling, &blocked]),
-            upto_busy: Union::of(&[&compiling, &blocked, &busy]),
             blocked_busy_compiling: Union::new(intersect(&blocked_busy.spans, &compiling.spans)),
             blocked_busy,
             compiling,
@@ -384,13 +396,8 @@ pub fn run_breakdown(
         .map(|s| (s.t_ns, s.t_ns + s.stall_ns))
         .collect();
     let devices: Vec<Union> = per_device.into_iter().map(Union::new).collect();
-    let compiling = Union::new(compiling);
-    let blocked = Union::new(blocked);
-    let busy = Union::of(&devices.iter().collect::<Vec<_>>());
-    let layers = Layers::new(compiling, blocked, busy, timing.complete());
-    let total = layers.split(start, end);
     let wall = end.saturating_sub(start).max(1) as f64;
-    let devices = devices
+    let device_busy = devices
         .iter()
         .enumerate()
         .map(|(i, u)| {
@@ -402,6 +409,11 @@ pub fn run_breakdown(
             }
         })
         .collect();
+    let compiling = Union::new(compiling);
+    let blocked = Union::new(blocked);
+    let busy = Union::of_owned(devices);
+    let layers = Layers::new(compiling, blocked, busy, timing.complete());
+    let total = layers.split(start, end);
     let phases = steps.phases.map_or_else(Vec::new, |p| {
         [
             // The phases tile the window: set-up from its start, the tail to its end.
@@ -452,7 +464,7 @@ pub fn run_breakdown(
         run,
         total,
         phases,
-        devices,
+        devices: device_busy,
         device_timing: timing,
         steps: step_splits,
         steps_per_s,

@@ -40,7 +40,6 @@ pub struct Launch {
     pub t_ns: u64,
     pub dur_ns: u64,
     pub executable_id: u64,
-    pub seq: u64,
     /// Completion events were asked for: its device time can be known.
     pub completion_tracked: bool,
     /// The call failed (the record itself is among [`Digest::others`]).
@@ -112,7 +111,8 @@ pub struct DigestBuilder {
     d: Digest,
     /// A hash of each shape → its indices in `shapes` (one, unless two shapes share a hash).
     shape_ids: rustc_hash::FxHashMap<u64, Vec<u32>>,
-    /// Each completion's execute number, until `finish` matches it to its launch.
+    /// Each launch's and each completion's execute number, until `finish` matches them.
+    launch_seqs: Vec<u64>,
     completion_seqs: Vec<u64>,
 }
 
@@ -137,10 +137,10 @@ impl DigestBuilder {
                     t_ns: e.t_ns,
                     dur_ns: e.dur_ns,
                     executable_id: e.executable_id,
-                    seq: e.seq,
                     completion_tracked: e.completion_tracked,
                     failed,
                 });
+                self.launch_seqs.push(e.seq);
                 if failed {
                     self.d.others.push((event, r.clone()));
                 }
@@ -193,34 +193,29 @@ impl DigestBuilder {
     /// The digest, each completion matched to its launch. A fast launch completes before its
     /// execute hook records it, so a completion may come first in the file: matched at the end.
     pub fn finish(mut self) -> Digest {
-        let launches = &self.d.launches;
-        let last_with = |sorted: &[(u64, u32)], seq: u64| {
-            // The last launch in file order with that seq (the sort is stable).
-            let i = sorted.partition_point(|&(s, _)| s <= seq);
-            i.checked_sub(1)
-                .and_then(|i| sorted.get(i))
-                .filter(|&&(s, _)| s == seq)
-                .map(|&(_, l)| l)
-        };
-        // Launches come in seq order unless threads raced: then sort a copy of (seq, index).
+        let seqs = &self.launch_seqs;
+        let index = |i: usize| u32::try_from(i).ok();
         let completions = self.d.completions.iter_mut().zip(&self.completion_seqs);
-        if launches.is_sorted_by_key(|l| l.seq) {
+        // Launches come in seq order unless threads raced: then sort (seq, index) pairs. Of
+        // launches sharing a seq, the last in file order (the sort is stable).
+        if seqs.is_sorted() {
             for (c, &seq) in completions {
-                let i = launches.partition_point(|l| l.seq <= seq);
+                let i = seqs.partition_point(|&s| s <= seq);
                 c.launch = i
                     .checked_sub(1)
-                    .filter(|&i| launches.get(i).is_some_and(|l| l.seq == seq))
-                    .and_then(|i| u32::try_from(i).ok());
+                    .filter(|&i| seqs.get(i) == Some(&seq))
+                    .and_then(index);
             }
         } else {
-            let mut by_seq: Vec<(u64, u32)> = launches
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (l.seq, u32::try_from(i).unwrap_or(u32::MAX)))
-                .collect();
+            let mut by_seq: Vec<(u64, usize)> = seqs.iter().copied().zip(0..).collect();
             by_seq.sort_by_key(|&(s, _)| s);
             for (c, &seq) in completions {
-                c.launch = last_with(&by_seq, seq);
+                let i = by_seq.partition_point(|&(s, _)| s <= seq);
+                c.launch = i
+                    .checked_sub(1)
+                    .and_then(|i| by_seq.get(i))
+                    .filter(|&&(s, _)| s == seq)
+                    .and_then(|&(_, l)| index(l));
             }
         }
         self.d
