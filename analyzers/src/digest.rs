@@ -125,7 +125,7 @@ impl DigestBuilder {
             let d = &mut self.d;
             d.first_t = Some(d.first_t.map_or(t, |f| f.min(t)));
             d.last_t = Some(d.last_t.map_or(t, |l| l.max(t)));
-            let end = t + duration(r);
+            let end = t + r.dur_ns();
             d.end_t = Some(d.end_t.map_or(end, |e| e.max(end)));
             d.last_t_in_file = Some(t);
         }
@@ -219,19 +219,6 @@ impl DigestBuilder {
             }
         }
         self.d
-    }
-}
-
-/// How long a record's call took (0 for records that are instants).
-fn duration(r: &Record) -> u64 {
-    match r {
-        Record::Compile(c) => c.dur_ns,
-        Record::Load(l) => l.dur_ns,
-        Record::CacheLoad(l) => l.dur_ns,
-        Record::Execute(e) => e.dur_ns,
-        Record::Transfer(t) => t.dur_ns,
-        Record::Sync(s) => s.dur_ns,
-        _ => 0,
     }
 }
 

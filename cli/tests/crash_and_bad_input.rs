@@ -122,18 +122,7 @@ fn a_killed_run_says_when_and_in_which_step_recording_stopped() {
     let end = trace
         .events
         .iter()
-        .filter_map(|r| {
-            let dur = match r {
-                Record::Compile(c) => c.dur_ns,
-                Record::Load(l) => l.dur_ns,
-                Record::CacheLoad(l) => l.dur_ns,
-                Record::Execute(e) => e.dur_ns,
-                Record::Transfer(t) => t.dur_ns,
-                Record::Sync(s) => s.dur_ns,
-                _ => 0,
-            };
-            Some(r.t_ns()? + dur)
-        })
+        .filter_map(|r| Some(r.t_ns()? + r.dur_ns()))
         .max()
         .unwrap();
     let names = tpuscope_analyzers::steps::executable_names(&trace);

@@ -927,6 +927,19 @@ impl Record {
             Record::ExecutableSeen(m) => m.t_ns,
         })
     }
+
+    /// How long the record's call took: 0 for records that are instants.
+    pub fn dur_ns(&self) -> u64 {
+        match self {
+            Record::Compile(c) => c.dur_ns,
+            Record::Load(l) => l.dur_ns,
+            Record::CacheLoad(l) => l.dur_ns,
+            Record::Execute(e) => e.dur_ns,
+            Record::Transfer(t) => t.dur_ns,
+            Record::Sync(s) => s.dur_ns,
+            _ => 0,
+        }
+    }
 }
 
 impl std::fmt::Debug for Record {
