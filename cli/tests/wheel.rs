@@ -19,9 +19,32 @@ use tpuscope_analyzers::report::Report;
 /// The newest glibc symbol version a manylinux_2_28 wheel may need.
 const GLIBC_MAX: (u32, u32) = (2, 28);
 
-/// The workload's pinned dependencies (the same pins as the `jax` test env).
+/// The workload's pinned dependencies: the `jax` test env's own pins (scripts/envs/jax.txt)
+/// before its outside-code corpus part — jax, jaxlib, the CPU plugin. The examples import
+/// nothing else, and flax, transformers, tensorstore… installed in four venvs cost CI minutes.
 fn jax_requirements() -> PathBuf {
-    repo_root().join("scripts/envs/jax.txt")
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let all = std::fs::read_to_string(repo_root().join("scripts/envs/jax.txt")).unwrap();
+        let pins: Vec<&str> = all
+            .lines()
+            .skip_while(|l| l.starts_with('#'))
+            .take_while(|l| !l.starts_with('#'))
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        for name in ["jax==", "jaxlib==", "lammps-jax-pjrt-cpu=="] {
+            assert!(
+                pins.iter().any(|p| p.starts_with(name)),
+                "scripts/envs/jax.txt: no {name} pin before the corpus part: {pins:?}"
+            );
+        }
+        let dir = target_dir().parent().unwrap().join("wheel");
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("workload-requirements.txt");
+        std::fs::write(&p, pins.join("\n") + "\n").unwrap();
+        p
+    })
+    .clone()
 }
 
 struct Built {
