@@ -298,10 +298,13 @@ struct Layers {
 impl Layers {
     fn new(compiling: Union, blocked: Union, busy: Union, timed: bool) -> Layers {
         let blocked_busy = Union::new(intersect(&blocked.spans, &busy.spans));
-        // Compiling and blocked are a few spans; busy is one per launch and is reused.
+        let upto_blocked = Union::of(&[&compiling, &blocked]);
+        // Busy is one span per launch: its spans are reused, compiling and blocked added.
+        let mut spans = busy.spans;
+        spans.extend_from_slice(&upto_blocked.spans);
         Layers {
-            upto_busy: Union::of_owned([busy, Union::of(&[&compiling, &blocked])]),
-            upto_blocked: Union::of(&[&compiling, &blocked]),
+            upto_busy: Union::new(spans),
+            upto_blocked,
             blocked_busy_compiling: Union::new(intersect(&blocked_busy.spans, &compiling.spans)),
             blocked_busy,
             compiling,
@@ -541,9 +544,6 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
     })
 }
 
-/// Steady steps per second. With asynchronous dispatch the host may launch steps faster than
-/// the devices run them: the steady state then ends when the devices finish its last launch,
-/// not when the host launched it.
 /// (device, dispatch, completion) of each completion of a timed launch that succeeded.
 fn timed_spans(d: &Digest) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
     d.completions.iter().filter_map(|c| {
@@ -554,6 +554,9 @@ fn timed_spans(d: &Digest) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
     })
 }
 
+/// Steady steps per second. With asynchronous dispatch the host may launch steps faster than
+/// the devices run them: the steady state then ends when the devices finish its last launch,
+/// not when the host launched it.
 fn steady_throughput(
     steps: &Steps,
     completions: impl Iterator<Item = (usize, u64, u64)>,

@@ -185,11 +185,6 @@ impl DigestBuilder {
         id
     }
 
-    /// Everything pushed so far.
-    pub fn digest(&self) -> &Digest {
-        &self.d
-    }
-
     /// The digest, each completion matched to its launch. A fast launch completes before its
     /// execute hook records it, so a completion may come first in the file: matched at the end.
     pub fn finish(mut self) -> Digest {

@@ -245,14 +245,14 @@ fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
             _ => {}
         }
     }
-    let key_of = |executable_id: u64| {
-        info.get(&executable_id).map_or(("", None, 0), |i| {
+    let key_of = |exe: Option<&'a ExecutableInfo>| -> Key<'a> {
+        exe.map_or(("", None, 0), |i| {
             (i.graph.as_str(), i.site.as_ref(), i.num_outputs)
         })
     };
     for e in &d.launches {
         let exe = info.get(&e.executable_id);
-        let key = key_of(e.executable_id);
+        let key = key_of(exe);
         let g = groups.entry(key).or_default();
         if g.seen.insert(e.executable_id) {
             g.compile_ns += exe.map_or(0, |i| i.compile_ns);
@@ -274,7 +274,7 @@ fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
         if counted
             .get_mut(i)
             .is_some_and(|seen| !std::mem::replace(seen, true))
-            && let Some(g) = groups.get_mut(&key_of(e.executable_id))
+            && let Some(g) = groups.get_mut(&key_of(info.get(&e.executable_id)))
         {
             g.busy_ns += c.t_ns.saturating_sub(e.t_ns).saturating_sub(e.dur_ns);
         }
@@ -451,7 +451,10 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
     for e in &d.launches {
         if let Some(i) = index(e.t_ns) {
             steps[i].executes += 1;
-            seen.push((i, e.executable_id));
+            // A loop launches the same program in a row: only a change is kept.
+            if seen.last() != Some(&(i, e.executable_id)) {
+                seen.push((i, e.executable_id));
+            }
         }
     }
     for (_, r) in d.others() {

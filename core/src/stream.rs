@@ -484,26 +484,8 @@ impl<R: Read> TraceStream<R> {
     /// Reads everything without keeping events: `each(segment, record)` is handed each event
     /// record of each segment in turn (as [`TraceStream::read_all`] would keep them); returns
     /// one trace per segment with its tables, end, damage and completeness, and no events.
-    pub fn read_each(
-        mut self,
-        mut each: impl FnMut(usize, Record),
-    ) -> Result<Vec<Trace>, ReadError> {
-        let mut done = Vec::new();
-        while let Some(s) = self.step(false)? {
-            match s {
-                Streamed::Event(r) => each(done.len(), r),
-                Streamed::SegmentDone(t) => done.push(*t),
-            }
-        }
-        let len = self.frames.bytes_read();
-        if let Some(a) = self.asm.take() {
-            done.push(a.finish(len));
-        }
-        // Earlier segments were finished before the input's length was known.
-        for t in &mut done {
-            set_file_len(t, len);
-        }
-        Ok(done)
+    pub fn read_each(self, each: impl FnMut(usize, Record)) -> Result<Vec<Trace>, ReadError> {
+        self.drain(false, each)
     }
 
     /// Reads everything, keeping events: one trace per segment (`first_only`: just the first,
@@ -512,10 +494,21 @@ impl<R: Read> TraceStream<R> {
         if let Some(a) = self.asm.take() {
             self.asm = Some(Assembler::new(a.trace.header, true));
         }
+        // The assembler keeps the events: none is handed out.
+        self.drain(first_only, |_, _| {})
+    }
+
+    /// Reads to the end: each event not kept goes to `each`; the finished segments.
+    fn drain(
+        mut self,
+        first_only: bool,
+        mut each: impl FnMut(usize, Record),
+    ) -> Result<Vec<Trace>, ReadError> {
         let mut done = Vec::new();
         while let Some(s) = self.step(first_only)? {
-            if let Streamed::SegmentDone(t) = s {
-                done.push(*t);
+            match s {
+                Streamed::Event(r) => each(done.len(), r),
+                Streamed::SegmentDone(t) => done.push(*t),
             }
         }
         let len = if first_only {

@@ -9,16 +9,8 @@
 #   scripts/bench/export.sh [EVENTS...]     (default: 1000000 10000000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-counts=("$@")
-[ ${#counts[@]} -gt 0 ] || counts=(1000000 10000000)
-[ -x /usr/bin/time ] || { echo "bench: /usr/bin/time (GNU time) is needed for peak RSS" >&2; exit 1; }
-
-cargo build --release -p tpuscope >&2
-cargo build --release -p tpuscope-core --example gen_trace >&2
-bin=target/release/tpuscope
-gen=target/release/examples/gen_trace
-dir=target/bench/export
-mkdir -p "$dir"
+# shellcheck source=scripts/bench/trace_len.sh
+source scripts/bench/trace_len.sh export "$@"
 
 # events/s is per CPU second (user + sys): on a shared machine wall time counts other loads.
 printf '%-10s %-15s %8s %8s %12s %10s %10s  %s\n' events format wall-s cpu-s events/s "peak MB" "B/event" target

@@ -10,16 +10,8 @@
 #   scripts/bench/report.sh [EVENTS...]     (default: 1000000 10000000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-counts=("$@")
-[ ${#counts[@]} -gt 0 ] || counts=(1000000 10000000)
-[ -x /usr/bin/time ] || { echo "bench: /usr/bin/time (GNU time) is needed for peak RSS" >&2; exit 1; }
-
-cargo build --release -p tpuscope >&2
-cargo build --release -p tpuscope-core --example gen_trace >&2
-bin=target/release/tpuscope
-gen=target/release/examples/gen_trace
-dir=target/bench/report
-mkdir -p "$dir"
+# shellcheck source=scripts/bench/trace_len.sh
+source scripts/bench/trace_len.sh report "$@"
 
 printf '%-10s %-6s %8s %8s %9s %12s %9s %9s\n' events format wall-s cpu-s MB/s events/s "peak MB" B/event
 rss_first="" rss_last="" n_last=""
