@@ -1,7 +1,8 @@
 //! One pass over a run's event records into what the analyses read of them: the launches and
 //! their completions as a few integers each, the host-to-device batches as (time, shape), the
-//! few records the analyses need whole (compiles, host reads, memory samples, step markers,
-//! errors, notes, clocks, …) with their place in the file, and the time span.
+//! memory samples folded into their series, the step markers' times, the few records the
+//! analyses need whole (compiles, host reads, errors, notes, clocks, …) with their place in the
+//! file, and the time span.
 //!
 //! Why: a decoded record takes about 200 bytes and most of a long trace is launches, completions
 //! and transfers, of which the analyses read a few fields. A [`DigestBuilder`] takes records one
@@ -46,15 +47,24 @@ pub struct Launch {
     pub failed: bool,
 }
 
-/// A device finished an execute.
+/// A device finished an execute (16 bytes: a long trace holds millions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
     pub t_ns: u64,
     pub device_index: u32,
+    /// [`Completion::launch`]; `NO_LAUNCH` for none.
+    launch: u32,
+}
+
+const NO_LAUNCH: u32 = u32::MAX;
+
+impl Completion {
     /// Its execute: the index in `launches` of the launch with its `seq` (the collector numbers
     /// a process's executes once each), matched once here for every analysis; None when the
     /// trace holds no such launch (it was dropped, or ran before an attach).
-    pub launch: Option<u32>,
+    pub fn launch(&self) -> Option<u32> {
+        (self.launch != NO_LAUNCH).then_some(self.launch)
+    }
 }
 
 /// What the analyses read of a run's event records.
@@ -77,16 +87,20 @@ pub struct Digest {
     pub batches: Vec<(u64, u32)>,
     /// The distinct (dtype, dims) of `batches`.
     pub shapes: Vec<(String, Vec<i64>)>,
+    /// The memory samples, by series.
+    pub memory: crate::hbm::SeriesFold,
+    /// Each step marker's name and the times it was recorded, in order of first appearance.
+    pub step_marks: Vec<(String, Vec<u64>)>,
     /// The records read whole, with their place among the events, in file order: everything
-    /// but executes that succeeded, completions, and transfers that neither blocked on a read
-    /// (device to host, sync) nor failed.
+    /// but executes that succeeded, completions, transfers that neither blocked on a read
+    /// (device to host, sync) nor failed, memory samples and step markers.
     pub others: Vec<(usize, Record)>,
 }
 
 impl Digest {
     /// The launch a completion finished.
     pub fn launch_of(&self, c: &Completion) -> Option<&Launch> {
-        self.launches.get(c.launch? as usize)
+        self.launches.get(c.launch()? as usize)
     }
 
     /// The digest of a trace decoded whole.
@@ -111,9 +125,58 @@ pub struct DigestBuilder {
     d: Digest,
     /// A hash of each shape → its indices in `shapes` (one, unless two shapes share a hash).
     shape_ids: rustc_hash::FxHashMap<u64, Vec<u32>>,
-    /// Each launch's and each completion's execute number, until `finish` matches them.
-    launch_seqs: Vec<u64>,
-    completion_seqs: Vec<u64>,
+    /// A step marker's name → its index in `step_marks`.
+    mark_ids: rustc_hash::FxHashMap<String, usize>,
+    seqs: Seqs,
+}
+
+/// The launches' execute numbers, as runs of consecutive numbers: one run for the launches of
+/// a thread that never raced another, so a run of millions of launches costs a few bytes.
+#[derive(Default)]
+struct Seqs {
+    /// (first seq, first launch, launches) in launch order.
+    runs: Vec<(u64, u32, u32)>,
+    /// Every seq so far is greater than the one before: a completion matched on arrival keeps
+    /// its launch (a later launch cannot share its seq).
+    increasing: bool,
+    /// Completions not matched on arrival (they came before their launch, or the seqs stopped
+    /// increasing): (completion, seq), matched in `finish`.
+    pending: Vec<(u32, u64)>,
+}
+
+impl Seqs {
+    fn push(&mut self, seq: u64, launch: u32) {
+        match self.runs.last_mut() {
+            None => self.increasing = true,
+            Some((first, at, n)) => {
+                let last = *first + u64::from(*n - 1);
+                if last.checked_add(1) == Some(seq) && at.checked_add(*n) == Some(launch) {
+                    *n += 1;
+                    return;
+                }
+                self.increasing &= seq > last;
+            }
+        }
+        self.runs.push((seq, launch, 1));
+    }
+
+    /// The launch with this seq, while the seqs increase.
+    fn find(&self, seq: u64) -> Option<u32> {
+        if !self.increasing {
+            return None;
+        }
+        let i = self.runs.partition_point(|&(first, _, _)| first <= seq);
+        let &(first, at, n) = self.runs.get(i.checked_sub(1)?)?;
+        let k = u32::try_from(seq - first).ok().filter(|&k| k < n)?;
+        Some(at + k)
+    }
+
+    /// The seq of a launch.
+    fn of(&self, launch: u32) -> Option<u64> {
+        let i = self.runs.partition_point(|&(_, at, _)| at <= launch);
+        let &(first, at, _) = self.runs.get(i.checked_sub(1)?)?;
+        Some(first + u64::from(launch - at))
+    }
 }
 
 impl DigestBuilder {
@@ -132,6 +195,8 @@ impl DigestBuilder {
         match r {
             Record::Execute(e) => {
                 let failed = e.error.is_some();
+                let launch = u32::try_from(self.d.launches.len()).unwrap_or(NO_LAUNCH);
+                self.seqs.push(e.seq, launch);
                 self.d.launches.push(Launch {
                     event: u32::try_from(event).unwrap_or(u32::MAX),
                     t_ns: e.t_ns,
@@ -140,18 +205,32 @@ impl DigestBuilder {
                     completion_tracked: e.completion_tracked,
                     failed,
                 });
-                self.launch_seqs.push(e.seq);
                 if failed {
                     self.d.others.push((event, r.clone()));
                 }
             }
             Record::ExecuteComplete(c) => {
+                let launch = self.seqs.find(c.seq);
+                if launch.is_none() {
+                    let at = u32::try_from(self.d.completions.len()).unwrap_or(u32::MAX);
+                    self.seqs.pending.push((at, c.seq));
+                }
                 self.d.completions.push(Completion {
                     t_ns: c.t_ns,
                     device_index: c.device_index,
-                    launch: None,
+                    launch: launch.unwrap_or(NO_LAUNCH),
                 });
-                self.completion_seqs.push(c.seq);
+            }
+            Record::Memory(m) => self.d.memory.push(event, m),
+            Record::Step(s) => {
+                let marks = &mut self.d.step_marks;
+                let i = *self.mark_ids.entry(s.marker.clone()).or_insert_with(|| {
+                    marks.push((s.marker.clone(), Vec::new()));
+                    marks.len() - 1
+                });
+                if let Some((_, times)) = marks.get_mut(i) {
+                    times.push(s.t_ns);
+                }
             }
             Record::Transfer(t)
                 if t.error.is_none() && !(t.direction == Direction::D2h as i32 && t.sync) =>
@@ -188,30 +267,37 @@ impl DigestBuilder {
     /// The digest, each completion matched to its launch. A fast launch completes before its
     /// execute hook records it, so a completion may come first in the file: matched at the end.
     pub fn finish(mut self) -> Digest {
-        let seqs = &self.launch_seqs;
-        let index = |i: usize| u32::try_from(i).ok();
-        let completions = self.d.completions.iter_mut().zip(&self.completion_seqs);
-        // Launches come in seq order unless threads raced: then sort (seq, index) pairs. Of
+        let seqs = &self.seqs;
+        let completions = &mut self.d.completions;
+        if seqs.increasing {
+            for &(c, seq) in &seqs.pending {
+                if let Some(c) = completions.get_mut(c as usize) {
+                    c.launch = seqs.find(seq).unwrap_or(NO_LAUNCH);
+                }
+            }
+            return self.d;
+        }
+        // Threads raced: every completion is matched again, by sorted (seq, launch) pairs. Of
         // launches sharing a seq, the last in file order (the sort is stable).
-        if seqs.is_sorted() {
-            for (c, &seq) in completions {
-                let i = seqs.partition_point(|&s| s <= seq);
-                c.launch = i
-                    .checked_sub(1)
-                    .filter(|&i| seqs.get(i) == Some(&seq))
-                    .and_then(index);
-            }
-        } else {
-            let mut by_seq: Vec<(u64, usize)> = seqs.iter().copied().zip(0..).collect();
-            by_seq.sort_by_key(|&(s, _)| s);
-            for (c, &seq) in completions {
-                let i = by_seq.partition_point(|&(s, _)| s <= seq);
-                c.launch = i
-                    .checked_sub(1)
-                    .and_then(|i| by_seq.get(i))
+        let mut by_seq: Vec<(u64, u32)> = Vec::with_capacity(self.d.launches.len());
+        for &(first, at, n) in &seqs.runs {
+            by_seq.extend((0..n).map(|k| (first + u64::from(k), at + k)));
+        }
+        by_seq.sort_by_key(|&(s, _)| s);
+        let mut pending = seqs.pending.iter().peekable();
+        for (i, c) in completions.iter_mut().enumerate() {
+            let seq = match pending.next_if(|&&(p, _)| p as usize == i) {
+                Some(&(_, seq)) => Some(seq),
+                None => seqs.of(c.launch),
+            };
+            let found = seq.and_then(|seq| {
+                let j = by_seq.partition_point(|&(s, _)| s <= seq);
+                by_seq
+                    .get(j.checked_sub(1)?)
                     .filter(|&&(s, _)| s == seq)
-                    .and_then(|&(_, l)| index(l));
-            }
+                    .map(|&(_, l)| l)
+            });
+            c.launch = found.unwrap_or(NO_LAUNCH);
         }
         self.d
     }
@@ -244,7 +330,11 @@ mod tests {
     fn matched(records: &[Record]) -> Vec<Option<u32>> {
         let mut b = DigestBuilder::default();
         records.iter().for_each(|r| b.push(r));
-        b.finish().completions.iter().map(|c| c.launch).collect()
+        b.finish()
+            .completions
+            .iter()
+            .map(Completion::launch)
+            .collect()
     }
 
     #[test]
@@ -268,5 +358,23 @@ mod tests {
             done(5, 21, 0),
         ];
         assert_eq!(matched(&raced), vec![Some(1), Some(0)]);
+        // Matched on arrival, then a launch repeats its seq: the last launch with it wins, as
+        // when every completion is matched at the end.
+        let repeated = [
+            launch(1, 10),
+            launch(2, 11),
+            done(2, 20, 0),
+            done(1, 21, 0),
+            launch(2, 30),
+            launch(3, 31),
+            done(3, 40, 0),
+            done(7, 41, 0),
+        ];
+        assert_eq!(matched(&repeated), vec![Some(2), Some(0), Some(3), None]);
+        // Completions before any launch; a long run of consecutive seqs.
+        let mut long = vec![done(0, 5, 0), done(1000, 6, 0)];
+        long.extend((0..1000).map(|s| launch(s, 10 + s)));
+        long.push(done(999, 2000, 0));
+        assert_eq!(matched(&long), vec![Some(0), None, Some(999)]);
     }
 }

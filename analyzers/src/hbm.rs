@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
-use tpuscope_core::event::{MemoryOrigin, Record};
+use tpuscope_core::event::{Memory, MemoryOrigin, Record};
 
 use crate::digest::Digest;
 use crate::steps::Steps;
@@ -96,22 +96,42 @@ pub fn series(trace: &Trace, run: usize) -> Vec<MemorySeries> {
     series_in(trace.events.iter(), run)
 }
 
-/// [`series`] of records in file order (a trace's events, or a digest's records kept whole,
-/// which hold every memory sample).
+/// [`series`] of records in file order.
 fn series_in<'a>(records: impl Iterator<Item = &'a Record>, run: usize) -> Vec<MemorySeries> {
-    let stats = MemoryOrigin::PluginStats as i32;
-    let mut by_origin: BTreeMap<(i32, i32), MemorySeries> = BTreeMap::new();
-    for r in records {
-        let Record::Memory(m) = r else { continue };
-        let s = by_origin
+    let mut fold = SeriesFold::default();
+    for (i, r) in records.enumerate() {
+        if let Record::Memory(m) = r {
+            fold.push(i, m);
+        }
+    }
+    fold.series(run)
+}
+
+/// Memory samples folded into their series as they are read: what a run's memory analyses
+/// need of them, about 28 bytes a sample instead of the record.
+#[derive(Clone, Debug, Default)]
+pub struct SeriesFold {
+    /// By (device, origin): the series (of run 0) and each sample's place among the events.
+    by_origin: BTreeMap<(i32, i32), (MemorySeries, Vec<u32>)>,
+}
+
+impl SeriesFold {
+    /// One memory record, the `event`-th of its trace.
+    pub fn push(&mut self, event: usize, m: &Memory) {
+        let stats = MemoryOrigin::PluginStats as i32;
+        let (s, events) = self
+            .by_origin
             .entry((m.device, m.origin))
-            .or_insert_with(|| MemorySeries {
-                run,
-                device: m.device,
-                reported: m.origin == stats,
-                samples: Vec::new(),
-                limit: None,
-                live_buffers: None,
+            .or_insert_with(|| {
+                let s = MemorySeries {
+                    run: 0,
+                    device: m.device,
+                    reported: m.origin == stats,
+                    samples: Vec::new(),
+                    limit: None,
+                    live_buffers: None,
+                };
+                (s, Vec::new())
             });
         s.samples.push(MemorySample {
             t_ns: m.t_ns,
@@ -121,6 +141,7 @@ fn series_in<'a>(records: impl Iterator<Item = &'a Record>, run: usize) -> Vec<M
                 .unwrap_or(m.bytes_in_use)
                 .max(m.bytes_in_use),
         });
+        events.push(u32::try_from(event).unwrap_or(u32::MAX));
         if let Some(l) = m.bytes_limit.filter(|&l| l > 0) {
             s.limit = Some(s.limit.map_or(l, |x| x.max(l)));
         }
@@ -128,22 +149,49 @@ fn series_in<'a>(records: impl Iterator<Item = &'a Record>, run: usize) -> Vec<M
             s.live_buffers = m.live_buffers;
         }
     }
-    // Per device, the allocator's series, else the first other origin (by origin number).
-    let mut out: BTreeMap<i32, MemorySeries> = BTreeMap::new();
-    for ((device, _), s) in by_origin {
-        match out.get(&device) {
-            Some(kept) if kept.reported || !s.reported => {}
-            _ => {
-                out.insert(device, s);
+
+    /// The series of run `run`, one per device, by device: the allocator's series, else the
+    /// first other origin (by origin number).
+    pub fn series(&self, run: usize) -> Vec<MemorySeries> {
+        let mut out: BTreeMap<i32, &MemorySeries> = BTreeMap::new();
+        for ((device, _), (s, _)) in &self.by_origin {
+            match out.get(device) {
+                Some(kept) if kept.reported || !s.reported => {}
+                _ => {
+                    out.insert(*device, s);
+                }
             }
         }
+        out.into_values()
+            .map(|s| MemorySeries { run, ..s.clone() })
+            .collect()
     }
-    out.into_values().collect()
+
+    /// Each device's bytes in use at its last sample (of any origin) before the `event`-th
+    /// event.
+    fn in_use_before(&self, event: usize) -> BTreeMap<i32, i64> {
+        let mut last: BTreeMap<i32, (u32, i64)> = BTreeMap::new();
+        for ((device, _), (s, events)) in &self.by_origin {
+            let n = events.partition_point(|&e| (e as usize) < event);
+            let Some((&e, sample)) = n
+                .checked_sub(1)
+                .and_then(|i| events.get(i).zip(s.samples.get(i)))
+            else {
+                continue;
+            };
+            let kept = last.entry(*device).or_insert((e, sample.in_use));
+            if e > kept.0 {
+                *kept = (e, sample.in_use);
+            }
+        }
+        last.into_iter().map(|(d, (_, v))| (d, v)).collect()
+    }
 }
 
 /// The device memory of a run, per device (the allocator's numbers when there are any).
 pub fn devices(d: &Digest, run: usize, steps: &Steps) -> Vec<DeviceMemory> {
-    series_in(d.others().map(|(_, r)| r), run)
+    d.memory
+        .series(run)
         .into_iter()
         .map(|s| summarize(&s, steps))
         .collect()
@@ -289,12 +337,7 @@ pub fn oom(trace: &Trace, d: &Digest, run: usize) -> Option<OomReport> {
     last.sort_by_key(|&(i, _)| std::cmp::Reverse(i));
     let mut last_events: Vec<String> = last.into_iter().take(8).map(|(_, s)| s).collect();
     last_events.reverse();
-    let mut memory_at_error = BTreeMap::new();
-    for (_, r) in d.others().take_while(|&(i, _)| i < idx) {
-        if let Record::Memory(m) = r {
-            memory_at_error.insert(m.device, m.bytes_in_use);
-        }
-    }
+    let memory_at_error = d.memory.in_use_before(idx);
     Some(OomReport {
         run,
         t_ms: t.saturating_sub(start) as f64 / 1e6,

@@ -178,7 +178,7 @@ type Key<'a> = (&'a str, Option<&'a SourceLoc>, u32);
 /// What one pass over a trace gathers to find its steps.
 struct Scan<'a> {
     /// Step marker → the times it was recorded.
-    markers: BTreeMap<&'a str, Vec<u64>>,
+    markers: BTreeMap<&'a str, &'a [u64]>,
     groups: HashMap<Key<'a>, Launches>,
     /// The first and last times of any record.
     first_t: u64,
@@ -232,17 +232,18 @@ pub fn boundaries_of(trace: &Trace, d: &Digest) -> (StepSource, Vec<(u64, u64)>)
 
 /// Gathers the markers, the launches by group, and the compile times of a run.
 fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
-    let mut markers: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut markers: BTreeMap<&str, &[u64]> = BTreeMap::new();
     let mut groups: HashMap<Key<'_>, Launches> = HashMap::default();
     let mut compile_times = Vec::new();
+    // `tpuscope.*` markers are the agent's own notes (IR debug switched on), not steps.
+    for (marker, times) in &d.step_marks {
+        if !marker.starts_with("tpuscope.") {
+            markers.insert(marker.as_str(), times);
+        }
+    }
     for (_, r) in d.others() {
-        match r {
-            // `tpuscope.*` markers are the agent's own notes (IR debug switched on), not steps.
-            Record::Step(s) if !s.marker.starts_with("tpuscope.") => {
-                markers.entry(s.marker.as_str()).or_default().push(s.t_ns);
-            }
-            Record::Compile(c) => compile_times.push(c.t_ns),
-            _ => {}
+        if let Record::Compile(c) = r {
+            compile_times.push(c.t_ns);
         }
     }
     let key_of = |exe: Option<&'a ExecutableInfo>| -> Key<'a> {
@@ -265,7 +266,7 @@ fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
     // multi-device launch, in file order, is enough to rank call sites).
     let mut counted = vec![false; d.launches.len()];
     for c in &d.completions {
-        let Some(i) = c.launch.map(|i| i as usize) else {
+        let Some(i) = c.launch().map(|i| i as usize) else {
             continue;
         };
         let Some(e) = d.launches.get(i).filter(|e| e.completion_tracked) else {
