@@ -366,7 +366,6 @@ pub fn run_breakdown(
 ) -> RunBreakdown {
     let (start, end) = window(trace, d, steps);
     let mut compiling = Vec::new();
-    let mut per_device: Vec<Vec<(u64, u64)>> = Vec::new();
     let mut timing = DeviceTiming {
         launches: 0,
         timed: 0,
@@ -386,19 +385,11 @@ pub fn run_breakdown(
             timing.timed += 1;
         }
     }
-    for (dev, t0, t1) in timed_spans(d) {
-        if per_device.len() <= dev {
-            per_device.resize_with(dev + 1, Vec::new);
-        }
-        if let Some(spans) = per_device.get_mut(dev) {
-            spans.push((t0, t1));
-        }
-    }
     let blocked: Vec<(u64, u64)> = syncs
         .iter()
         .map(|s| (s.t_ns, s.t_ns + s.stall_ns))
         .collect();
-    let devices: Vec<Union> = per_device.into_iter().map(Union::new).collect();
+    let devices: Vec<Union> = d.device_busy.iter().cloned().map(Union::new).collect();
     let wall = end.saturating_sub(start).max(1) as f64;
     let device_busy = devices
         .iter()
@@ -544,28 +535,25 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
     })
 }
 
-/// (device, dispatch, completion) of each completion of a timed launch that succeeded.
-fn timed_spans(d: &Digest) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
-    d.completions.iter().filter_map(|c| {
-        let e = d
-            .launch_of(c)
-            .filter(|e| !e.failed && e.completion_tracked)?;
-        Some((c.device_index as usize, e.t_ns, c.t_ns.max(e.t_ns)))
+/// (dispatch, last completion) of each timed launch that succeeded and completed.
+fn timed_spans(d: &Digest) -> impl Iterator<Item = (u64, u64)> + '_ {
+    d.launches_done().filter_map(|(e, done)| {
+        let last = done
+            .last_ns()
+            .filter(|_| !e.failed && e.completion_tracked)?;
+        Some((e.t_ns, last.max(e.t_ns)))
     })
 }
 
 /// Steady steps per second. With asynchronous dispatch the host may launch steps faster than
 /// the devices run them: the steady state then ends when the devices finish its last launch,
 /// not when the host launched it.
-fn steady_throughput(
-    steps: &Steps,
-    completions: impl Iterator<Item = (usize, u64, u64)>,
-) -> Option<f64> {
+fn steady_throughput(steps: &Steps, launches: impl Iterator<Item = (u64, u64)>) -> Option<f64> {
     let steady = steps.steady();
     let (first, last) = (steady.first()?, steady.last()?);
-    let device_end = completions
-        .filter(|(_, t0, _)| *t0 >= first.start_ns && *t0 < last.end_ns)
-        .map(|(_, _, t1)| t1)
+    let device_end = launches
+        .filter(|(t0, _)| *t0 >= first.start_ns && *t0 < last.end_ns)
+        .map(|(_, t1)| t1)
         .max()
         .unwrap_or(0);
     let span = last.end_ns.max(device_end).saturating_sub(first.start_ns);

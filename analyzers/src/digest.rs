@@ -1,5 +1,6 @@
-//! One pass over a run's event records into what the analyses read of them: the launches and
-//! their completions as a few integers each, the host-to-device batches as (time, shape), the
+//! One pass over a run's event records into what the analyses read of them: the launches as a
+//! few integers each, with when their devices finished them and each device's busy time (their
+//! completions folded away), the host-to-device batches as (time, shape), the
 //! memory samples folded into their series, the step markers' times, the few records the
 //! analyses need whole (compiles, host reads, errors, notes, clocks, …) with their place in the
 //! file, and the time span.
@@ -47,23 +48,43 @@ pub struct Launch {
     pub failed: bool,
 }
 
-/// A device finished an execute (16 bytes: a long trace holds millions).
+/// A device finished an execute: kept while reading (16 bytes), folded away by `finish`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Completion {
-    pub t_ns: u64,
-    pub device_index: u32,
-    /// [`Completion::launch`]; `NO_LAUNCH` for none.
+struct Completion {
+    t_ns: u64,
+    device_index: u32,
+    /// Its execute: the index in `launches` of the launch with its `seq` (the collector
+    /// numbers a process's executes once each); `NO_LAUNCH` when the trace holds no such
+    /// launch (it was dropped, or ran before an attach).
     launch: u32,
 }
 
 const NO_LAUNCH: u32 = u32::MAX;
 
-impl Completion {
-    /// Its execute: the index in `launches` of the launch with its `seq` (the collector numbers
-    /// a process's executes once each), matched once here for every analysis; None when the
-    /// trace holds no such launch (it was dropped, or ran before an attach).
-    pub fn launch(&self) -> Option<u32> {
-        (self.launch != NO_LAUNCH).then_some(self.launch)
+/// When the devices of a launch finished it, from its completion events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Done {
+    /// `NOT_DONE` when no completion of the launch is in the trace.
+    first_ns: u64,
+    last_ns: u64,
+}
+
+const NOT_DONE: u64 = u64::MAX;
+
+impl Done {
+    const NONE: Done = Done {
+        first_ns: NOT_DONE,
+        last_ns: 0,
+    };
+
+    /// The first completion in file order (the first device to report).
+    pub fn first_ns(&self) -> Option<u64> {
+        (self.first_ns != NOT_DONE).then_some(self.first_ns)
+    }
+
+    /// The latest completion.
+    pub fn last_ns(&self) -> Option<u64> {
+        (self.first_ns != NOT_DONE).then_some(self.last_ns)
     }
 }
 
@@ -81,8 +102,11 @@ pub struct Digest {
     pub last_t_in_file: Option<u64>,
     /// Every execute, in file order.
     pub launches: Vec<Launch>,
-    /// Every completion, in file order.
-    pub completions: Vec<Completion>,
+    /// When each launch finished (`done[i]` is `launches[i]`'s).
+    pub done: Vec<Done>,
+    /// Each device's busy time, by device index: the union of the spans from dispatch to
+    /// completion of the timed launches that succeeded, sorted and disjoint.
+    pub device_busy: Vec<Vec<(u64, u64)>>,
     /// Host-to-device transfers that succeeded and have dimensions: (time, index in `shapes`).
     pub batches: Vec<(u64, u32)>,
     /// The distinct (dtype, dims) of `batches`.
@@ -98,9 +122,14 @@ pub struct Digest {
 }
 
 impl Digest {
-    /// The launch a completion finished.
-    pub fn launch_of(&self, c: &Completion) -> Option<&Launch> {
-        self.launches.get(c.launch()? as usize)
+    /// Each launch with when it finished.
+    pub fn launches_done(&self) -> impl Iterator<Item = (&Launch, Done)> {
+        self.launches.iter().zip(
+            self.done
+                .iter()
+                .copied()
+                .chain(std::iter::repeat(Done::NONE)),
+        )
     }
 
     /// The digest of a trace decoded whole.
@@ -128,6 +157,8 @@ pub struct DigestBuilder {
     /// A step marker's name → its index in `step_marks`.
     mark_ids: rustc_hash::FxHashMap<String, usize>,
     seqs: Seqs,
+    /// Every completion, in file order, until `finish` folds them.
+    completions: Vec<Completion>,
 }
 
 /// The launches' execute numbers, as runs of consecutive numbers: one run for the launches of
@@ -212,10 +243,10 @@ impl DigestBuilder {
             Record::ExecuteComplete(c) => {
                 let launch = self.seqs.find(c.seq);
                 if launch.is_none() {
-                    let at = u32::try_from(self.d.completions.len()).unwrap_or(u32::MAX);
+                    let at = u32::try_from(self.completions.len()).unwrap_or(u32::MAX);
                     self.seqs.pending.push((at, c.seq));
                 }
-                self.d.completions.push(Completion {
+                self.completions.push(Completion {
                     t_ns: c.t_ns,
                     device_index: c.device_index,
                     launch: launch.unwrap_or(NO_LAUNCH),
@@ -264,18 +295,52 @@ impl DigestBuilder {
         id
     }
 
-    /// The digest, each completion matched to its launch. A fast launch completes before its
-    /// execute hook records it, so a completion may come first in the file: matched at the end.
+    /// The digest, each completion matched to its launch and folded into its launch's
+    /// [`Done`] and its device's busy time. A fast launch completes before its execute hook
+    /// records it, so a completion may come first in the file: matched at the end.
     pub fn finish(mut self) -> Digest {
+        self.match_completions();
+        let d = &mut self.d;
+        d.done = vec![Done::NONE; d.launches.len()];
+        let mut busy: Vec<SpanUnion> = Vec::new();
+        for c in &self.completions {
+            let l = c.launch as usize;
+            let (Some(e), Some(done)) = (d.launches.get(l), d.done.get_mut(l)) else {
+                continue;
+            };
+            if done.first_ns == NOT_DONE {
+                *done = Done {
+                    first_ns: c.t_ns,
+                    last_ns: c.t_ns,
+                };
+            } else {
+                done.last_ns = done.last_ns.max(c.t_ns);
+            }
+            if !e.failed && e.completion_tracked {
+                let dev = c.device_index as usize;
+                if busy.len() <= dev {
+                    busy.resize_with(dev + 1, SpanUnion::default);
+                }
+                if let Some(u) = busy.get_mut(dev) {
+                    u.push(e.t_ns, c.t_ns.max(e.t_ns));
+                }
+            }
+        }
+        d.device_busy = busy.into_iter().map(SpanUnion::finish).collect();
+        self.d
+    }
+
+    /// Each completion's launch.
+    fn match_completions(&mut self) {
         let seqs = &self.seqs;
-        let completions = &mut self.d.completions;
+        let completions = &mut self.completions;
         if seqs.increasing {
             for &(c, seq) in &seqs.pending {
                 if let Some(c) = completions.get_mut(c as usize) {
                     c.launch = seqs.find(seq).unwrap_or(NO_LAUNCH);
                 }
             }
-            return self.d;
+            return;
         }
         // Threads raced: every completion is matched again, by sorted (seq, launch) pairs. Of
         // launches sharing a seq, the last in file order (the sort is stable).
@@ -299,7 +364,53 @@ impl DigestBuilder {
             });
             c.launch = found.unwrap_or(NO_LAUNCH);
         }
-        self.d
+    }
+}
+
+/// The union of `[start, end)` spans pushed in about start order, merged as they come: a
+/// device's busy time costs its busy periods, not its launches. Spans out of order wait in
+/// `late` for one sort at the end; empty spans add nothing.
+#[derive(Default)]
+struct SpanUnion {
+    /// Sorted and disjoint.
+    spans: Vec<(u64, u64)>,
+    late: Vec<(u64, u64)>,
+}
+
+impl SpanUnion {
+    fn push(&mut self, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        match self.spans.last_mut() {
+            // Starts inside or after the last span: no earlier span can overlap it.
+            Some(last) if start >= last.0 => {
+                if start <= last.1 {
+                    last.1 = last.1.max(end);
+                } else {
+                    self.spans.push((start, end));
+                }
+            }
+            Some(_) => self.late.push((start, end)),
+            None => self.spans.push((start, end)),
+        }
+    }
+
+    fn finish(self) -> Vec<(u64, u64)> {
+        let SpanUnion { mut spans, late } = self;
+        if !late.is_empty() {
+            spans.extend(late);
+            spans.sort_unstable();
+            spans.dedup_by(|next, kept| {
+                let overlaps = next.0 <= kept.1;
+                if overlaps {
+                    kept.1 = kept.1.max(next.1);
+                }
+                overlaps
+            });
+        }
+        spans.shrink_to_fit();
+        spans
     }
 }
 
@@ -330,10 +441,10 @@ mod tests {
     fn matched(records: &[Record]) -> Vec<Option<u32>> {
         let mut b = DigestBuilder::default();
         records.iter().for_each(|r| b.push(r));
-        b.finish()
-            .completions
+        b.match_completions();
+        b.completions
             .iter()
-            .map(Completion::launch)
+            .map(|c| (c.launch != NO_LAUNCH).then_some(c.launch))
             .collect()
     }
 
@@ -376,5 +487,41 @@ mod tests {
         long.extend((0..1000).map(|s| launch(s, 10 + s)));
         long.push(done(999, 2000, 0));
         assert_eq!(matched(&long), vec![Some(0), None, Some(999)]);
+    }
+
+    #[test]
+    fn busy_time_is_the_union_of_spans_in_any_order() {
+        // Merged as they come, touching spans joined, empty ones dropped, late ones sorted in.
+        let spans = [
+            (10, 20),
+            (15, 30),
+            (30, 35),
+            (40, 40),
+            (50, 60),
+            (5, 12),
+            (45, 52),
+            (70, 80),
+        ];
+        let mut u = SpanUnion::default();
+        spans.iter().for_each(|&(a, b)| u.push(a, b));
+        assert_eq!(u.finish(), vec![(5, 35), (45, 60), (70, 80)]);
+        // Each launch's first completion in file order and its latest; devices apart.
+        let mut b = DigestBuilder::default();
+        for r in [
+            done(1, 35, 1),
+            launch(1, 10),
+            done(1, 30, 0),
+            launch(2, 40),
+            done(2, 50, 1),
+        ] {
+            b.push(&r);
+        }
+        let d = b.finish();
+        let done: Vec<_> = d.done.iter().map(|x| (x.first_ns(), x.last_ns())).collect();
+        assert_eq!(done, vec![(Some(35), Some(35)), (Some(50), Some(50))]);
+        assert_eq!(
+            d.device_busy,
+            vec![vec![(10, 30)], vec![(10, 35), (40, 50)]]
+        );
     }
 }

@@ -251,7 +251,7 @@ fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
             (i.graph.as_str(), i.site.as_ref(), i.num_outputs)
         })
     };
-    for e in &d.launches {
+    for (e, done) in d.launches_done() {
         let exe = info.get(&e.executable_id);
         let key = key_of(exe);
         let g = groups.entry(key).or_default();
@@ -261,23 +261,10 @@ fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
         }
         g.times.push(e.t_ns);
         g.busy_ns += e.dur_ns;
-    }
-    // Device time beyond the dispatch, once per execute (the first device to finish of a
-    // multi-device launch, in file order, is enough to rank call sites).
-    let mut counted = vec![false; d.launches.len()];
-    for c in &d.completions {
-        let Some(i) = c.launch().map(|i| i as usize) else {
-            continue;
-        };
-        let Some(e) = d.launches.get(i).filter(|e| e.completion_tracked) else {
-            continue;
-        };
-        if counted
-            .get_mut(i)
-            .is_some_and(|seen| !std::mem::replace(seen, true))
-            && let Some(g) = groups.get_mut(&key_of(info.get(&e.executable_id)))
-        {
-            g.busy_ns += c.t_ns.saturating_sub(e.t_ns).saturating_sub(e.dur_ns);
+        // Device time beyond the dispatch (the first device to finish of a multi-device
+        // launch, in file order, is enough to rank call sites).
+        if let Some(first) = done.first_ns().filter(|_| e.completion_tracked) {
+            g.busy_ns += first.saturating_sub(e.t_ns).saturating_sub(e.dur_ns);
         }
     }
     Scan {
