@@ -223,20 +223,37 @@ struct Union {
     before: Vec<u64>,
 }
 
+/// Spans sorted, overlapping and touching ones merged, empty ones dropped; in place: a long
+/// run's spans are not copied.
+fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.retain(|s| s.1 > s.0);
+    v.sort_unstable();
+    v.dedup_by(|next, kept| {
+        let overlaps = next.0 <= kept.1;
+        if overlaps {
+            kept.1 = kept.1.max(next.1);
+        }
+        overlaps
+    });
+    v.shrink_to_fit();
+    v
+}
+
+/// Length of sorted, disjoint spans inside `[a, b)`.
+fn measure_within(spans: &[(u64, u64)], a: u64, b: u64) -> u64 {
+    let from = spans.partition_point(|s| s.1 <= a);
+    spans
+        .get(from..)
+        .unwrap_or_default()
+        .iter()
+        .take_while(|s| s.0 < b)
+        .map(|s| s.1.min(b).saturating_sub(s.0.max(a)))
+        .sum()
+}
+
 impl Union {
-    fn new(mut v: Vec<(u64, u64)>) -> Union {
-        v.retain(|s| s.1 > s.0);
-        v.sort_unstable();
-        // Merged in place: a long run's spans are not copied.
-        v.dedup_by(|next, kept| {
-            let overlaps = next.0 <= kept.1;
-            if overlaps {
-                kept.1 = kept.1.max(next.1);
-            }
-            overlaps
-        });
-        v.shrink_to_fit();
-        let spans = v;
+    fn new(v: Vec<(u64, u64)>) -> Union {
+        let spans = merged(v);
         let mut before = Vec::with_capacity(spans.len() + 1);
         let mut acc = 0u64;
         before.push(0);
@@ -245,17 +262,6 @@ impl Union {
             before.push(acc);
         }
         Union { spans, before }
-    }
-
-    /// The union of unions given away: the first one's spans are reused, not copied (a long
-    /// run's device spans are most of the breakdown's memory).
-    fn of_owned(parts: impl IntoIterator<Item = Union>) -> Union {
-        let mut parts = parts.into_iter();
-        let mut spans = parts.next().map(|u| u.spans).unwrap_or_default();
-        for u in parts {
-            spans.extend(u.spans);
-        }
-        Union::new(spans)
     }
 
     fn of(parts: &[&Union]) -> Union {
@@ -296,11 +302,13 @@ struct Layers {
 }
 
 impl Layers {
-    fn new(compiling: Union, blocked: Union, busy: Union, timed: bool) -> Layers {
-        let blocked_busy = Union::new(intersect(&blocked.spans, &busy.spans));
+    /// `busy`: sorted and disjoint (see [`merged`]).
+    fn new(compiling: Union, blocked: Union, busy: Vec<(u64, u64)>, timed: bool) -> Layers {
+        let blocked_busy = Union::new(intersect(&blocked.spans, &busy));
         let upto_blocked = Union::of(&[&compiling, &blocked]);
-        // Busy is one span per launch: its spans are reused, compiling and blocked added.
-        let mut spans = busy.spans;
+        // Busy is a span per busy period of any device: its spans are reused, compiling and
+        // blocked added.
+        let mut spans = busy;
         spans.extend_from_slice(&upto_blocked.spans);
         Layers {
             upto_busy: Union::new(spans),
@@ -389,13 +397,13 @@ pub fn run_breakdown(
         .iter()
         .map(|s| (s.t_ns, s.t_ns + s.stall_ns))
         .collect();
-    let devices: Vec<Union> = d.device_busy.iter().cloned().map(Union::new).collect();
     let wall = end.saturating_sub(start).max(1) as f64;
-    let device_busy = devices
+    let device_busy = d
+        .device_busy
         .iter()
         .enumerate()
-        .map(|(i, u)| {
-            let b = u.within(start, end);
+        .map(|(i, spans)| {
+            let b = measure_within(spans, start, end);
             DeviceBusy {
                 device: u32::try_from(i).unwrap_or(u32::MAX),
                 busy_ms: b as f64 / 1e6,
@@ -405,7 +413,7 @@ pub fn run_breakdown(
         .collect();
     let compiling = Union::new(compiling);
     let blocked = Union::new(blocked);
-    let busy = Union::of_owned(devices);
+    let busy = merged(d.device_busy.iter().flatten().copied().collect());
     let layers = Layers::new(compiling, blocked, busy, timing.complete());
     let total = layers.split(start, end);
     let phases = steps.phases.map_or_else(Vec::new, |p| {
@@ -468,6 +476,42 @@ pub fn run_breakdown(
     }
 }
 
+/// A set of step indices, as bits.
+#[derive(Clone, Default)]
+struct StepSet {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl StepSet {
+    fn insert(&mut self, i: usize) {
+        let (w, bit) = (i / 64, 1u64 << (i % 64));
+        if self.words.len() <= w {
+            self.words.resize(w + 1, 0);
+        }
+        if let Some(word) = self.words.get_mut(w)
+            && *word & bit == 0
+        {
+            *word |= bit;
+            self.len += 1;
+        }
+    }
+
+    fn union(&mut self, other: &StepSet) {
+        if self.words.len() < other.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+        self.len = self.words.iter().map(|w| w.count_ones() as usize).sum();
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
 /// The batch, from host-to-device inputs of the same shape sent in nearly every steady step
 /// (a loader's batch; weights and constants go once). All such inputs must agree on their
 /// leading dimension, else nothing is said: a guess would be a false throughput.
@@ -477,10 +521,9 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
         return None;
     }
     let first = steady.first()?.start_ns;
-    let mut seen: std::collections::BTreeMap<
-        (String, Vec<i64>),
-        std::collections::BTreeSet<usize>,
-    > = std::collections::BTreeMap::new();
+    // Per shape, the steady steps it was sent in, as bits: a few shapes, each a bit a step.
+    let mut seen: std::collections::BTreeMap<(&str, &[i64]), StepSet> =
+        std::collections::BTreeMap::new();
     // The batches the digest keeps as (time, shape), and the failed ones it keeps whole.
     let failed = d.others().filter_map(|(_, r)| match r {
         Record::Transfer(t)
@@ -490,25 +533,33 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
         }
         _ => None,
     });
-    let kept = d.batches.iter().filter_map(|&(t, shape)| {
-        let (dtype, dims) = d.shapes.get(shape as usize)?;
-        Some((t, (dtype.as_str(), dims.as_slice())))
-    });
-    for (t, (dtype, dims)) in kept.chain(failed) {
+    let mut by_id: Vec<StepSet> = vec![StepSet::default(); d.shapes.len()];
+    let mark = |set: &mut StepSet, t: u64| {
         if t < first {
-            continue;
+            return;
         }
         let i = steady.partition_point(|s| s.end_ns <= t);
         if steady.get(i).is_some_and(|s| s.start_ns <= t) {
-            seen.entry((dtype.to_string(), dims.to_vec()))
-                .or_default()
-                .insert(i);
+            set.insert(i);
+        }
+    };
+    for &(t, shape) in &d.batches {
+        if let Some(set) = by_id.get_mut(shape as usize) {
+            mark(set, t);
         }
     }
-    let every: Vec<&(String, Vec<i64>)> = seen
+    for (t, shape) in failed {
+        mark(seen.entry(shape).or_default(), t);
+    }
+    for ((dtype, dims), set) in d.shapes.iter().zip(by_id) {
+        seen.entry((dtype.as_str(), dims.as_slice()))
+            .or_default()
+            .union(&set);
+    }
+    let every: Vec<(&str, &[i64])> = seen
         .iter()
         .filter(|(_, in_steps)| in_steps.len() * 5 >= steady.len() * 4)
-        .map(|(k, _)| k)
+        .map(|(&k, _)| k)
         .collect();
     let lead = every.first()?.1.first().copied()?;
     if lead <= 0 || every.iter().any(|(_, d)| d.first() != Some(&lead)) {
@@ -517,7 +568,8 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
     let tokens = every
         .iter()
         .find(|(dtype, d)| d.len() == 2 && (dtype.starts_with('s') || dtype.starts_with('u')))
-        .and_then(|(_, d)| u64::try_from(d[0] * d[1]).ok());
+        .and_then(|(_, d)| d.first()?.checked_mul(*d.get(1)?))
+        .and_then(|n| u64::try_from(n).ok());
     let inputs = every
         .iter()
         .map(|(dtype, d)| {
@@ -751,6 +803,9 @@ mod tests {
         assert_eq!(u.within(12, 45), 18 + 5);
         assert_eq!(u.within(30, 40), 0);
         assert_eq!(u.within(45, 44), 0);
+        for (a, b) in [(0, 100), (12, 45), (30, 40), (45, 44), (25, 48)] {
+            assert_eq!(measure_within(&u.spans, a, b), u.within(a, b), "[{a}, {b})");
+        }
     }
 
     #[test]
@@ -758,8 +813,7 @@ mod tests {
         // compiling [0,10), blocked [5,20), busy [15,40), window [0,50).
         let c = Union::new(vec![(0, 10)]);
         let b = Union::new(vec![(5, 20)]);
-        let d = Union::new(vec![(15, 40)]);
-        let l = Layers::new(c, b, d, true);
+        let l = Layers::new(c, b, merged(vec![(15, 40)]), true);
         let s = l.split(0, 50);
         let ns = |ms: f64| (ms * 1e6).round() as u64;
         assert_eq!(ns(s.compiling_ms), 10);

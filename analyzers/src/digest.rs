@@ -48,15 +48,14 @@ pub struct Launch {
     pub failed: bool,
 }
 
-/// A device finished an execute: kept while reading (16 bytes), folded away by `finish`.
+/// A device finished an execute before the trace showed its launch: kept until the launch
+/// comes (a fast launch completes before its execute hook records it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Completion {
+struct Pending {
     t_ns: u64,
     device_index: u32,
-    /// Its execute: the index in `launches` of the launch with its `seq` (the collector
-    /// numbers a process's executes once each); `NO_LAUNCH` when the trace holds no such
-    /// launch (it was dropped, or ran before an attach).
-    launch: u32,
+    /// Its place among the run's completions.
+    at: u32,
 }
 
 const NO_LAUNCH: u32 = u32::MAX;
@@ -157,8 +156,15 @@ pub struct DigestBuilder {
     /// A step marker's name → its index in `step_marks`.
     mark_ids: rustc_hash::FxHashMap<String, usize>,
     seqs: Seqs,
-    /// Every completion, in file order, until `finish` folds them.
-    completions: Vec<Completion>,
+    /// Completions whose launch has not come yet, by seq.
+    pending: rustc_hash::FxHashMap<u64, Vec<Pending>>,
+    /// Completions so far.
+    completions: u32,
+    /// The place among the completions of each launch's first completion (`Done::first_ns`
+    /// is the first in file order, whichever order completions are matched in).
+    first_at: Vec<u32>,
+    /// Each device's busy spans, merged as they come.
+    busy: Vec<SpanUnion>,
 }
 
 /// The launches' execute numbers, as runs of consecutive numbers: one run for the launches of
@@ -167,13 +173,12 @@ pub struct DigestBuilder {
 struct Seqs {
     /// (first seq, first launch, launches) in launch order.
     runs: Vec<(u64, u32, u32)>,
-    /// Every seq so far is greater than the one before: a completion matched on arrival keeps
-    /// its launch (a later launch cannot share its seq).
+    /// Every seq so far is greater than the one before: the runs are sorted by seq.
     increasing: bool,
-    /// Completions not matched on arrival (they came before their launch, or the seqs stopped
-    /// increasing): (completion, seq), matched in `finish`.
-    pending: Vec<(u32, u64)>,
 }
+
+/// Runs searched, newest first, for a completion's launch once threads have raced.
+const RACED_RUNS: usize = 64;
 
 impl Seqs {
     fn push(&mut self, seq: u64, launch: u32) {
@@ -191,22 +196,18 @@ impl Seqs {
         self.runs.push((seq, launch, 1));
     }
 
-    /// The launch with this seq, while the seqs increase.
+    /// The latest launch so far with this seq: any of them while the seqs increase, else
+    /// among the last runs.
     fn find(&self, seq: u64) -> Option<u32> {
-        if !self.increasing {
-            return None;
+        let within = |&(first, at, n): &(u64, u32, u32)| {
+            let k = seq.checked_sub(first)?;
+            u32::try_from(k).ok().filter(|&k| k < n).map(|k| at + k)
+        };
+        if self.increasing {
+            let i = self.runs.partition_point(|&(first, _, _)| first <= seq);
+            return within(self.runs.get(i.checked_sub(1)?)?);
         }
-        let i = self.runs.partition_point(|&(first, _, _)| first <= seq);
-        let &(first, at, n) = self.runs.get(i.checked_sub(1)?)?;
-        let k = u32::try_from(seq - first).ok().filter(|&k| k < n)?;
-        Some(at + k)
-    }
-
-    /// The seq of a launch.
-    fn of(&self, launch: u32) -> Option<u64> {
-        let i = self.runs.partition_point(|&(_, at, _)| at <= launch);
-        let &(first, at, _) = self.runs.get(i.checked_sub(1)?)?;
-        Some(first + u64::from(launch - at))
+        self.runs.iter().rev().take(RACED_RUNS).find_map(within)
     }
 }
 
@@ -228,6 +229,8 @@ impl DigestBuilder {
                 let failed = e.error.is_some();
                 let launch = u32::try_from(self.d.launches.len()).unwrap_or(NO_LAUNCH);
                 self.seqs.push(e.seq, launch);
+                self.d.done.push(Done::NONE);
+                self.first_at.push(u32::MAX);
                 self.d.launches.push(Launch {
                     event: u32::try_from(event).unwrap_or(u32::MAX),
                     t_ns: e.t_ns,
@@ -239,18 +242,23 @@ impl DigestBuilder {
                 if failed {
                     self.d.others.push((event, r.clone()));
                 }
+                if !self.pending.is_empty()
+                    && let Some(early) = self.pending.remove(&e.seq)
+                {
+                    early.into_iter().for_each(|c| self.fold(launch, c));
+                }
             }
             Record::ExecuteComplete(c) => {
-                let launch = self.seqs.find(c.seq);
-                if launch.is_none() {
-                    let at = u32::try_from(self.completions.len()).unwrap_or(u32::MAX);
-                    self.seqs.pending.push((at, c.seq));
-                }
-                self.completions.push(Completion {
+                let p = Pending {
                     t_ns: c.t_ns,
                     device_index: c.device_index,
-                    launch: launch.unwrap_or(NO_LAUNCH),
-                });
+                    at: self.completions,
+                };
+                self.completions = self.completions.saturating_add(1);
+                match self.seqs.find(c.seq) {
+                    Some(launch) => self.fold(launch, p),
+                    None => self.pending.entry(c.seq).or_default().push(p),
+                }
             }
             Record::Memory(m) => self.d.memory.push(event, m),
             Record::Step(s) => {
@@ -295,75 +303,74 @@ impl DigestBuilder {
         id
     }
 
-    /// The digest, each completion matched to its launch and folded into its launch's
-    /// [`Done`] and its device's busy time. A fast launch completes before its execute hook
-    /// records it, so a completion may come first in the file: matched at the end.
-    pub fn finish(mut self) -> Digest {
-        self.match_completions();
+    /// A completion of the `launch`-th launch, into its [`Done`] and its device's busy time.
+    fn fold(&mut self, launch: u32, c: Pending) {
+        let l = launch as usize;
         let d = &mut self.d;
-        d.done = vec![Done::NONE; d.launches.len()];
-        let mut busy: Vec<SpanUnion> = Vec::new();
-        for c in &self.completions {
-            let l = c.launch as usize;
-            let (Some(e), Some(done)) = (d.launches.get(l), d.done.get_mut(l)) else {
-                continue;
+        let (Some(e), Some(done), Some(first_at)) = (
+            d.launches.get(l),
+            d.done.get_mut(l),
+            self.first_at.get_mut(l),
+        ) else {
+            return;
+        };
+        if done.first_ns == NOT_DONE {
+            *done = Done {
+                first_ns: c.t_ns,
+                last_ns: c.t_ns,
             };
-            if done.first_ns == NOT_DONE {
-                *done = Done {
-                    first_ns: c.t_ns,
-                    last_ns: c.t_ns,
-                };
-            } else {
-                done.last_ns = done.last_ns.max(c.t_ns);
+            *first_at = c.at;
+        } else {
+            if c.at < *first_at {
+                done.first_ns = c.t_ns;
+                *first_at = c.at;
             }
-            if !e.failed && e.completion_tracked {
-                let dev = c.device_index as usize;
-                if busy.len() <= dev {
-                    busy.resize_with(dev + 1, SpanUnion::default);
-                }
-                if let Some(u) = busy.get_mut(dev) {
-                    u.push(e.t_ns, c.t_ns.max(e.t_ns));
-                }
+            done.last_ns = done.last_ns.max(c.t_ns);
+        }
+        if !e.failed && e.completion_tracked {
+            let dev = c.device_index as usize;
+            if self.busy.len() <= dev {
+                self.busy.resize_with(dev + 1, SpanUnion::default);
+            }
+            if let Some(u) = self.busy.get_mut(dev) {
+                u.push(e.t_ns, c.t_ns.max(e.t_ns));
             }
         }
-        d.device_busy = busy.into_iter().map(SpanUnion::finish).collect();
-        self.d
     }
 
-    /// Each completion's launch.
-    fn match_completions(&mut self) {
-        let seqs = &self.seqs;
-        let completions = &mut self.completions;
-        if seqs.increasing {
-            for &(c, seq) in &seqs.pending {
-                if let Some(c) = completions.get_mut(c as usize) {
-                    c.launch = seqs.find(seq).unwrap_or(NO_LAUNCH);
-                }
+    /// The digest. A completion is matched to its launch by `seq` (the collector numbers a
+    /// process's executes once each): the latest launch with it when the completion comes,
+    /// else the first after; one whose launch was never found by then (threads raced far
+    /// apart) to the last launch with it in the file; none when the trace holds no such launch
+    /// (it was dropped, or ran before an attach).
+    pub fn finish(mut self) -> Digest {
+        if !self.pending.is_empty() {
+            let mut by_seq: Vec<(u64, u32)> = Vec::with_capacity(self.d.launches.len());
+            for &(first, at, n) in &self.seqs.runs {
+                by_seq.extend((0..n).map(|k| (first + u64::from(k), at + k)));
             }
-            return;
-        }
-        // Threads raced: every completion is matched again, by sorted (seq, launch) pairs. Of
-        // launches sharing a seq, the last in file order (the sort is stable).
-        let mut by_seq: Vec<(u64, u32)> = Vec::with_capacity(self.d.launches.len());
-        for &(first, at, n) in &seqs.runs {
-            by_seq.extend((0..n).map(|k| (first + u64::from(k), at + k)));
-        }
-        by_seq.sort_by_key(|&(s, _)| s);
-        let mut pending = seqs.pending.iter().peekable();
-        for (i, c) in completions.iter_mut().enumerate() {
-            let seq = match pending.next_if(|&&(p, _)| p as usize == i) {
-                Some(&(_, seq)) => Some(seq),
-                None => seqs.of(c.launch),
-            };
-            let found = seq.and_then(|seq| {
+            // Stable: of launches sharing a seq, the last in file order.
+            by_seq.sort_by_key(|&(s, _)| s);
+            let mut left: Vec<(u64, Vec<Pending>)> =
+                std::mem::take(&mut self.pending).into_iter().collect();
+            left.sort_unstable_by_key(|&(s, _)| s);
+            for (seq, cs) in left {
                 let j = by_seq.partition_point(|&(s, _)| s <= seq);
-                by_seq
-                    .get(j.checked_sub(1)?)
+                let Some(&(_, launch)) = j
+                    .checked_sub(1)
+                    .and_then(|j| by_seq.get(j))
                     .filter(|&&(s, _)| s == seq)
-                    .map(|&(_, l)| l)
-            });
-            c.launch = found.unwrap_or(NO_LAUNCH);
+                else {
+                    continue;
+                };
+                cs.into_iter().for_each(|c| self.fold(launch, c));
+            }
         }
+        self.d.device_busy = std::mem::take(&mut self.busy)
+            .into_iter()
+            .map(SpanUnion::finish)
+            .collect();
+        self.d
     }
 }
 
@@ -438,14 +445,12 @@ mod tests {
         })
     }
 
-    fn matched(records: &[Record]) -> Vec<Option<u32>> {
+    /// Each launch's (first, last) completion times.
+    fn matched(records: &[Record]) -> Vec<(Option<u64>, Option<u64>)> {
         let mut b = DigestBuilder::default();
         records.iter().for_each(|r| b.push(r));
-        b.match_completions();
-        b.completions
-            .iter()
-            .map(|c| (c.launch != NO_LAUNCH).then_some(c.launch))
-            .collect()
+        let d = b.finish();
+        d.done.iter().map(|x| (x.first_ns(), x.last_ns())).collect()
     }
 
     #[test]
@@ -459,7 +464,8 @@ mod tests {
             done(1, 31, 1),
             done(9, 40, 0),
         ];
-        assert_eq!(matched(&in_order), vec![Some(1), Some(0), Some(0), None]);
+        let both = |t| (Some(t), Some(t));
+        assert_eq!(matched(&in_order), vec![(Some(30), Some(31)), both(25)]);
         // Threads raced: launches out of seq order.
         let raced = [
             launch(5, 10),
@@ -468,9 +474,8 @@ mod tests {
             done(3, 20, 0),
             done(5, 21, 0),
         ];
-        assert_eq!(matched(&raced), vec![Some(1), Some(0)]);
-        // Matched on arrival, then a launch repeats its seq: the last launch with it wins, as
-        // when every completion is matched at the end.
+        assert_eq!(matched(&raced), vec![both(21), both(20), (None, None)]);
+        // A launch that repeats a seq later does not take the completions before it.
         let repeated = [
             launch(1, 10),
             launch(2, 11),
@@ -481,12 +486,25 @@ mod tests {
             done(3, 40, 0),
             done(7, 41, 0),
         ];
-        assert_eq!(matched(&repeated), vec![Some(2), Some(0), Some(3), None]);
+        assert_eq!(
+            matched(&repeated),
+            vec![both(21), both(20), (None, None), both(40)]
+        );
         // Completions before any launch; a long run of consecutive seqs.
         let mut long = vec![done(0, 5, 0), done(1000, 6, 0)];
         long.extend((0..1000).map(|s| launch(s, 10 + s)));
         long.push(done(999, 2000, 0));
-        assert_eq!(matched(&long), vec![Some(0), None, Some(999)]);
+        let m = matched(&long);
+        assert_eq!((m[0], m[999]), (both(5), both(2000)));
+        assert_eq!(m.iter().filter(|x| x.0.is_some()).count(), 2);
+        // Raced far apart: a completion of a launch more than RACED_RUNS runs back is matched
+        // at the end.
+        let mut far = vec![launch(500, 1)];
+        far.extend((0..=100).map(|k| launch(2 * k, 10 + k)));
+        far.extend([done(500, 300, 0), done(200, 301, 0)]);
+        let m = matched(&far);
+        assert_eq!((m[0], m[101]), (both(300), both(301)));
+        assert_eq!(m.iter().filter(|x| x.0.is_some()).count(), 2);
     }
 
     #[test]

@@ -51,8 +51,22 @@ pub struct CompileView {
 /// decoded once per distinct blob.
 pub fn compiles(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
     let frontend = crate::report::frontend_of(trace);
-    // Launch times per executable id (ids are handles: a freed one may be reused later).
-    let mut launches: rustc_hash::FxHashMap<u64, Vec<u64>> = rustc_hash::FxHashMap::default();
+    // Each compile's first launch of its executable at or after it (ids are handles: a freed
+    // one may be reused later), found in one pass over the launches without keeping them.
+    // Per id, (compile time, first launch since) sorted by time: the answers never decrease.
+    let mut first_after: rustc_hash::FxHashMap<u64, Vec<(u64, u64)>> =
+        rustc_hash::FxHashMap::default();
+    for (_, r) in d.others() {
+        if let Record::Compile(c) = r {
+            first_after
+                .entry(c.executable_id)
+                .or_default()
+                .push((c.t_ns, u64::MAX));
+        }
+    }
+    for v in first_after.values_mut() {
+        v.sort_unstable();
+    }
     let summaries = d.others().filter_map(|(_, r)| match r {
         Record::ExecuteSummary(e) => Some((e.executable_id, e.t_start_ns)),
         _ => None,
@@ -63,14 +77,21 @@ pub fn compiles(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
         .map(|l| (l.executable_id, l.t_ns))
         .chain(summaries)
     {
-        launches.entry(id).or_default().push(t);
-    }
-    for v in launches.values_mut() {
-        v.sort_unstable();
+        let Some(v) = first_after.get_mut(&id) else {
+            continue;
+        };
+        let k = v.partition_point(|&(c, _)| c <= t);
+        for (_, first) in v.get_mut(..k).unwrap_or_default().iter_mut().rev() {
+            if *first <= t {
+                break;
+            }
+            *first = t;
+        }
     }
     let first_launch_after = |id: u64, t: u64| {
-        let v = launches.get(&id)?;
-        v.get(v.partition_point(|&x| x < t)).copied()
+        let v = first_after.get(&id)?;
+        let &(_, first) = v.get(v.partition_point(|&(c, _)| c < t))?;
+        (first != u64::MAX).then_some(first)
     };
     let mut decoded: HashMap<(u64, u64), Option<Arc<Program>>> = HashMap::new();
     let mut out = Vec::new();

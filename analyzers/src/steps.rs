@@ -175,14 +175,9 @@ struct Launches {
 /// a new shape is a new executable of the same loop.
 type Key<'a> = (&'a str, Option<&'a SourceLoc>, u32);
 
-/// What one pass over a trace gathers to find its steps.
+/// What one pass over a run's launches gathers to find its steps without markers.
 struct Scan<'a> {
-    /// Step marker → the times it was recorded.
-    markers: BTreeMap<&'a str, &'a [u64]>,
     groups: HashMap<Key<'a>, Launches>,
-    /// The first and last times of any record.
-    first_t: u64,
-    last_t: u64,
     compile_times: Vec<u64>,
 }
 
@@ -193,14 +188,13 @@ pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
 
 /// [`boundaries`] of a run: its trace's tables and the digest of its events.
 pub fn boundaries_of(trace: &Trace, d: &Digest) -> (StepSource, Vec<(u64, u64)>) {
-    let info = executable_info(trace, d);
-    let Scan {
-        markers,
-        groups,
-        first_t,
-        last_t,
-        compile_times,
-    } = scan(d, &info);
+    // `tpuscope.*` markers are the agent's own notes (IR debug switched on), not steps.
+    let markers: BTreeMap<&str, &[u64]> = d
+        .step_marks
+        .iter()
+        .filter(|(marker, _)| !marker.starts_with("tpuscope."))
+        .map(|(marker, times)| (marker.as_str(), times.as_slice()))
+        .collect();
     // TorchTPU dispatches asynchronously: its Python `optimizer.step` runs ahead of the PJRT work
     // of the step (whole loops ahead), so only the launches tell where its steps are.
     let async_dispatch = trace
@@ -211,6 +205,16 @@ pub fn boundaries_of(trace: &Trace, d: &Digest) -> (StepSource, Vec<(u64, u64)>)
         .iter()
         .find_map(|m| markers.get_key_value(m))
         .or_else(|| markers.iter().max_by_key(|(_, v)| v.len()));
+    let first_t = d.first_t.unwrap_or(u64::MAX);
+    if !async_dispatch && let Some((marker, times)) = chosen {
+        // The launches are not needed: not grouped at all.
+        return cut_at_markers(marker, times, first_t);
+    }
+    let info = executable_info(trace, d);
+    let Scan {
+        groups,
+        compile_times,
+    } = scan(d, &info);
     let per_marker = chosen
         .filter(|_| async_dispatch)
         .map(|(_, times)| times.len())
@@ -227,20 +231,13 @@ pub fn boundaries_of(trace: &Trace, d: &Digest) -> (StepSource, Vec<(u64, u64)>)
     else {
         return (StepSource::None, Vec::new());
     };
-    cut_at_launches(exe, g, compile_times, last_t)
+    cut_at_launches(exe, g, compile_times, d.last_t.unwrap_or(0))
 }
 
-/// Gathers the markers, the launches by group, and the compile times of a run.
+/// Gathers the launches by group, and the compile times of a run.
 fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
-    let mut markers: BTreeMap<&str, &[u64]> = BTreeMap::new();
     let mut groups: HashMap<Key<'_>, Launches> = HashMap::default();
     let mut compile_times = Vec::new();
-    // `tpuscope.*` markers are the agent's own notes (IR debug switched on), not steps.
-    for (marker, times) in &d.step_marks {
-        if !marker.starts_with("tpuscope.") {
-            markers.insert(marker.as_str(), times);
-        }
-    }
     for (_, r) in d.others() {
         if let Record::Compile(c) = r {
             compile_times.push(c.t_ns);
@@ -268,10 +265,7 @@ fn scan<'a>(d: &'a Digest, info: &'a HashMap<u64, ExecutableInfo>) -> Scan<'a> {
         }
     }
     Scan {
-        markers,
         groups,
-        first_t: d.first_t.unwrap_or(u64::MAX),
-        last_t: d.last_t.unwrap_or(0),
         compile_times,
     }
 }
@@ -429,20 +423,50 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
             Phases::from_steps(&bounds, run_start, run_end)
         },
     };
-    // (step, executable) of every launch in a step: counted distinct per step after the pass
-    // (a set per step costs an allocation each on a long run).
-    let mut seen: Vec<(usize, u64)> = Vec::new();
     let index = |t: u64| {
         let i = bounds.partition_point(|b| b.1 <= t);
         bounds.get(i).filter(|b| b.0 <= t).map(|_| i)
     };
+    // Distinct executables per step. Launches come about in time order: while their steps
+    // never go back, each step's are counted as its launches go by, with one small set. Else
+    // (and for summaries) (step, executable) pairs are counted distinct after the pass.
+    let mut seen: Vec<(usize, u64)> = Vec::new();
+    let in_order = d.launches.iter().filter_map(|e| index(e.t_ns)).is_sorted();
+    let mut in_step: (Option<usize>, rustc_hash::FxHashSet<u64>) = (None, Default::default());
     for e in &d.launches {
-        if let Some(i) = index(e.t_ns) {
-            steps[i].executes += 1;
-            // A loop launches the same program in a row: only a change is kept.
-            if seen.last() != Some(&(i, e.executable_id)) {
+        let Some(i) = index(e.t_ns) else { continue };
+        steps[i].executes += 1;
+        if in_step.0 != Some(i) {
+            in_step.0 = Some(i);
+            in_step.1.clear();
+        }
+        if in_step.1.insert(e.executable_id) {
+            if in_order {
+                steps[i].distinct_executables = steps[i].distinct_executables.saturating_add(1);
+            } else {
                 seen.push((i, e.executable_id));
             }
+        }
+    }
+    // Summaries may repeat an executable a step's launches had: counted with the pairs.
+    let summarised: Vec<(usize, u64)> = d
+        .others()
+        .filter_map(|(_, r)| match r {
+            Record::ExecuteSummary(e) => Some((index(e.t_start_ns)?, e.executable_id)),
+            _ => None,
+        })
+        .collect();
+    if in_order && !summarised.is_empty() {
+        // Their steps' launches become pairs too, counted again from zero.
+        let touched: std::collections::BTreeSet<usize> =
+            summarised.iter().map(|&(i, _)| i).collect();
+        for e in &d.launches {
+            if let Some(i) = index(e.t_ns).filter(|i| touched.contains(i)) {
+                seen.push((i, e.executable_id));
+            }
+        }
+        for &i in &touched {
+            steps[i].distinct_executables = 0;
         }
     }
     for (_, r) in d.others() {
@@ -450,7 +474,6 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
             Record::ExecuteSummary(e) => {
                 if let Some(i) = index(e.t_start_ns) {
                     steps[i].executes += u32::try_from(e.count).unwrap_or(u32::MAX);
-                    seen.push((i, e.executable_id));
                 }
             }
             Record::Compile(c) => {
@@ -467,6 +490,7 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
             steps[i].stall_ns += stall;
         }
     }
+    seen.extend(summarised);
     seen.sort_unstable();
     seen.dedup();
     for (i, _) in seen {
@@ -476,4 +500,80 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
     }
     out.steps = steps;
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Distinct executables per step, whether launches come in time order or not, with
+    /// summaries of executables a step also launched.
+    #[test]
+    fn distinct_executables_per_step_in_any_order() {
+        use tpuscope_core::TraceWriter;
+        use tpuscope_core::event::{Execute, ExecuteSummary, Manifest, Step as Marker};
+        let marker = |t_ns| {
+            Record::Step(Marker {
+                t_ns,
+                marker: "mark_step".into(),
+                ..Marker::default()
+            })
+        };
+        let launch = |t_ns, executable_id| {
+            Record::Execute(Execute {
+                t_ns,
+                executable_id,
+                ..Execute::default()
+            })
+        };
+        let distinct = |records: Vec<Record>| -> Vec<u32> {
+            let m = Manifest {
+                start_mono_ns: 1,
+                ..Manifest::default()
+            };
+            let mut w = TraceWriter::new(Vec::new(), &m).unwrap();
+            for r in std::iter::once(launch(5, 9)).chain(records).chain([
+                marker(100),
+                marker(200),
+                marker(300),
+            ]) {
+                w.write(&r).unwrap();
+            }
+            let t = tpuscope_core::read_trace(&w.into_inner()).unwrap();
+            let s = steps(&t, &Digest::of(&t), &[]);
+            s.steps.iter().map(|s| s.distinct_executables).collect()
+        };
+        // Steps [1, 100), [100, 200), [200, 300).
+        let in_order = vec![
+            launch(10, 1),
+            launch(20, 2),
+            launch(30, 1),
+            launch(150, 1),
+            launch(250, 3),
+        ];
+        assert_eq!(distinct(in_order), vec![3, 1, 1]);
+        // A step revisited: its executables are still counted once each.
+        let back = vec![
+            launch(10, 1),
+            launch(150, 2),
+            launch(20, 1),
+            launch(30, 4),
+            launch(160, 2),
+        ];
+        assert_eq!(distinct(back), vec![3, 1, 0]);
+        let summary = Record::ExecuteSummary(ExecuteSummary {
+            t_start_ns: 120,
+            executable_id: 1,
+            count: 5,
+            ..ExecuteSummary::default()
+        });
+        let summarised = vec![
+            launch(10, 1),
+            launch(150, 1),
+            summary.clone(),
+            launch(160, 2),
+        ];
+        assert_eq!(distinct(summarised), vec![2, 2, 0]);
+    }
 }
