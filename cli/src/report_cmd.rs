@@ -187,9 +187,9 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
                 report: &rep,
                 whatif: whatif.as_ref(),
             };
-            let mut s = serde_json::to_string_pretty(&with).context("serializing the report")?;
-            s.push('\n');
-            s
+            // Streamed: a long run's JSON (a line per step) is not held as one string.
+            write_json_stdout(&with)?;
+            String::new()
         }
         Format::Text => text::render(&rep, &text::Style::for_stdout()),
         Format::Markdown => markdown::render(&rep),
@@ -258,6 +258,22 @@ fn read_baseline(path: &Path) -> Result<serde_json::Value> {
         );
     }
     Ok(v)
+}
+
+/// Writes a value as pretty JSON and a newline, as it serializes; a closed pipe is the
+/// reader's choice, as for [`write_stdout`].
+fn write_json_stdout<T: serde::Serialize>(value: &T) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e).context("cannot write the JSON report to stdout"),
+    }
 }
 
 /// Writes the whole report; a closed pipe (`| head`) is the reader's choice, not an error.
