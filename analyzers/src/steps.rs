@@ -431,19 +431,28 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
     // never go back, each step's are counted as its launches go by, with one small set. Else
     // (and for summaries) (step, executable) pairs are counted distinct after the pass.
     let mut seen: Vec<(usize, u64)> = Vec::new();
-    let in_order = d.launches.iter().filter_map(|e| index(e.t_ns)).is_sorted();
+    let mut in_order = true;
     let mut in_step: (Option<usize>, rustc_hash::FxHashSet<u64>) = (None, Default::default());
     for e in &d.launches {
         let Some(i) = index(e.t_ns) else { continue };
         steps[i].executes += 1;
         if in_step.0 != Some(i) {
+            in_order &= in_step.0.is_none_or(|prev| prev < i);
             in_step.0 = Some(i);
             in_step.1.clear();
         }
         if in_step.1.insert(e.executable_id) {
-            if in_order {
-                steps[i].distinct_executables = steps[i].distinct_executables.saturating_add(1);
-            } else {
+            steps[i].distinct_executables = steps[i].distinct_executables.saturating_add(1);
+        }
+    }
+    if !in_order {
+        steps.iter_mut().for_each(|s| s.distinct_executables = 0);
+        let mut last = None;
+        for e in &d.launches {
+            if let Some(i) = index(e.t_ns)
+                && last != Some((i, e.executable_id))
+            {
+                last = Some((i, e.executable_id));
                 seen.push((i, e.executable_id));
             }
         }
