@@ -10,7 +10,9 @@
 # benchmark (scripts/bench/export.sh: events/s and peak RSS of `tpuscope export` on generated
 # 1 M and 10 M event traces; target/bench/export.txt), and the report benchmark
 # (scripts/bench/report.sh: CPU-s, MB/s and peak RSS of `tpuscope report` on generated 1 M and
-# 10 M event traces, PASS/MISS against issue 23's targets; target/bench/report.txt). They need no
+# 10 M event traces, PASS/MISS against issue 23's targets; target/bench/report.txt), and the pod
+# benchmark (scripts/bench/pod.sh: `tpuscope merge` and `report` of 16 generated hosts x 1 M
+# events, wall, CPU and peak RSS, PASS/MISS against 5 s; target/bench/pod.txt). They need no
 # Python env.
 # Parts: collector/benches/hooks.rs (ns added per hooked call, execute cost, writer ceiling),
 # scripts/bench/capture.py (cost per captured Python stack), scripts/bench/jax_step.py (step-time
@@ -61,6 +63,8 @@ fi
 if [ "$analyze" = 1 ]; then
   echo "== report: CPU-s and peak RSS of tpuscope report against trace length (1 M and 10 M events)" >&2
   { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/report.sh; } | tee target/bench/report.txt
+  echo "== pod: merge + report of 16 hosts x 1 M events" >&2
+  { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/pod.sh; } | tee target/bench/pod.txt
 fi
 if [ "$analyze_only" = 1 ]; then exit 0; fi
 if [ "$xla" = 1 ]; then

@@ -13,7 +13,7 @@ use tpuscope_analyzers::hosts;
 use tpuscope_core::event::{SEGMENT_KIND, SEGMENT_MINOR, Segment};
 use tpuscope_core::format::{self, FORMAT_MAJOR, FRAME_HEADER_LEN};
 use tpuscope_core::reader::{FrameItem, FrameIter, parse_header};
-use tpuscope_core::{Completeness, Trace, align};
+use tpuscope_core::{Completeness, Record, Trace, align};
 
 use crate::output::Output;
 
@@ -148,6 +148,28 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// What pass 1 keeps of a segment's events.
+#[derive(Default)]
+struct Kept {
+    events: usize,
+    /// The clock anchors, for the alignment.
+    clocks: Vec<Record>,
+    /// The last event, in file order, that has a time.
+    last_timed: Option<Record>,
+}
+
+impl Kept {
+    fn add(&mut self, r: Record) {
+        self.events += 1;
+        if matches!(r, Record::Clock(_)) {
+            self.clocks.push(r.clone());
+        }
+        if r.t_ns().is_some() {
+            self.last_timed = Some(r);
+        }
+    }
+}
+
 /// A part as the user knows it: its input, and its host when the input holds several.
 fn part_name(args: &MergeArgs, parts: &[Part], i: usize) -> String {
     let Some(p) = parts.get(i) else {
@@ -167,9 +189,24 @@ fn part_name(args: &MergeArgs, parts: &[Part], i: usize) -> String {
 /// The hosts one input holds (one for a plain trace), with the alignment of each.
 fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
     let header = parse_header(bytes).map_err(|e| crate::dump::read_error(path, e))?;
-    let traces = tpuscope_core::read_traces(bytes).map_err(|e| crate::dump::read_error(path, e))?;
+    // Streamed: of the events only what pass 1 needs is kept, per segment.
+    let mut kept: Vec<Kept> = Vec::new();
+    let traces = tpuscope_core::TraceStream::new(bytes, path.display().to_string())
+        .and_then(|s| {
+            s.read_each(|segment, r| {
+                if kept.len() <= segment {
+                    kept.resize_with(segment + 1, Kept::default);
+                }
+                if let Some(k) = kept.get_mut(segment) {
+                    k.add(r);
+                }
+            })
+        })
+        .map_err(|e| crate::dump::read_error(path, e))?;
+    kept.resize_with(traces.len(), Kept::default);
     // Frame ranges per segment, split by the same rule as the reader: a segment marker after
-    // any frame starts the next segment; damaged bytes and a cut tail are left out.
+    // any frame starts the next segment; damaged bytes and a cut tail are left out. Adjacent
+    // frames make one range.
     let mut ranges: Vec<Vec<(usize, usize)>> = vec![Vec::new()];
     let mut marked = false;
     for item in FrameIter::new(bytes, header.len) {
@@ -182,7 +219,10 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
             }
             marked = true;
         } else if let Some(r) = ranges.last_mut() {
-            r.push((start, end));
+            match r.last_mut() {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => r.push((start, end)),
+            }
         }
     }
     if ranges.len() != traces.len() {
@@ -198,7 +238,7 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
         |n| n.to_string_lossy().into_owned(),
     );
     let mut parts = Vec::new();
-    for (trace, ranges) in traces.into_iter().zip(ranges) {
+    for ((trace, ranges), kept) in traces.into_iter().zip(ranges).zip(kept) {
         let Some(m) = &trace.manifest else {
             eprintln!(
                 "tpuscope: warning: {}: a part without a manifest (damaged start) is left out",
@@ -213,7 +253,7 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
                 eprintln!(
                     "tpuscope: warning: {}: cut at byte {offset} (the process was killed or the file is incomplete): merging the {} records before the cut",
                     path.display(),
-                    trace.events.len()
+                    kept.events
                 );
                 "cut"
             }
@@ -225,18 +265,12 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
                 path.display()
             );
         }
-        let a = align::alignment(&trace);
+        let a = align::alignment_of(trace.manifest.as_ref(), kept.clocks.iter());
         let mut slim = trace.clone();
         slim.strings.clear();
         slim.stacks.clear();
         slim.blobs.clear();
-        let last = slim
-            .events
-            .iter()
-            .rev()
-            .find(|r| r.t_ns().is_some())
-            .cloned();
-        slim.events = last.into_iter().collect();
+        slim.events = kept.last_timed.into_iter().collect();
         // A segment of an earlier merge keeps the name of the file it first came from.
         let source = trace
             .segment

@@ -13,7 +13,8 @@
 //!   options) recompiled every 500 steps under new executables, so graph families and their
 //!   diffs are real; else a few compiles of a stand-in program.
 //!
-//! `cargo run --release -p tpuscope-core --example gen_trace -- EVENTS OUT.tps [--from SAMPLE.tps]`
+//! `cargo run --release -p tpuscope-core --example gen_trace -- EVENTS OUT.tps [--from SAMPLE.tps] [--host K]`
+//! (`--host K`: host K of a job, `bench-host-K` in process slot K)
 
 use std::collections::HashMap;
 use std::io::BufWriter;
@@ -24,29 +25,34 @@ use tpuscope_core::event::*;
 use tpuscope_core::{RawStackEntry, Record, Trace, TraceWriter};
 
 fn main() -> ExitCode {
+    const USAGE: &str = "usage: gen_trace EVENTS OUT.tps [--from SAMPLE.tps] [--host K]";
     let args: Vec<String> = std::env::args().collect();
     let (Some(n), Some(out)) = (args.get(1).and_then(|n| n.parse::<u64>().ok()), args.get(2))
     else {
-        eprintln!("usage: gen_trace EVENTS OUT.tps [--from SAMPLE.tps]");
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    let sample = match args.get(3).map(String::as_str) {
-        Some("--from") => match args.get(4) {
-            Some(p) => match tpuscope_core::read_trace_file(std::path::Path::new(p)) {
-                Ok(t) => Some(t),
+    let mut sample = None;
+    let mut host = None;
+    let mut rest = args.iter().skip(3);
+    while let Some(flag) = rest.next() {
+        match (flag.as_str(), rest.next()) {
+            ("--from", Some(p)) => match tpuscope_core::read_trace_file(std::path::Path::new(p)) {
+                Ok(t) => sample = Some(t),
                 Err(e) => {
                     eprintln!("gen_trace: {}", e.line(std::path::Path::new(p)));
                     return ExitCode::FAILURE;
                 }
             },
-            None => {
-                eprintln!("usage: gen_trace EVENTS OUT.tps [--from SAMPLE.tps]");
+            // One host of a job: its own name and process slot, the job's clock and program.
+            ("--host", Some(k)) if k.parse::<u32>().is_ok() => host = k.parse::<u32>().ok(),
+            _ => {
+                eprintln!("{USAGE}");
                 return ExitCode::from(2);
             }
-        },
-        _ => None,
-    };
-    match write(n, out, sample.as_ref()) {
+        }
+    }
+    match write(n, out, sample.as_ref(), host) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gen_trace: {out}: {e}");
@@ -182,10 +188,16 @@ fn stand_in<W: std::io::Write>(w: &mut TraceWriter<W>, k: u64) -> std::io::Resul
     clippy::too_many_lines,
     reason = "a synthetic workload written as one script, step by step"
 )]
-fn write(n: u64, out: &str, sample: Option<&Trace>) -> std::io::Result<()> {
+fn write(n: u64, out: &str, sample: Option<&Trace>, host: Option<u32>) -> std::io::Result<()> {
     let manifest = Manifest {
         pid: 4242,
-        host: "bench-host".into(),
+        host: host.map_or_else(|| "bench-host".into(), |k| format!("bench-host-{k}")),
+        process_index: host.unwrap_or(0),
+        job_id: if host.is_some() {
+            "bench-job".into()
+        } else {
+            String::new()
+        },
         start_mono_ns: 1_000_000,
         start_wall_ns: 1_700_000_000_000_000_000,
         command_line: vec!["python".into(), "train.py".into()],

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A pod's traces (issue 23): generates HOSTS synthetic traces of N event records each (hosts of
+# one job: core/examples/gen_trace.rs --host K), then times `tpuscope merge` of them into one job
+# file and `tpuscope report` of that file under /usr/bin/time. Prints wall seconds, CPU seconds
+# and peak RSS of each, then PASS/MISS against the target: merge + report of 16 hosts x 1 M
+# events in <= 5 s wall here. Memory is printed against one host's report (bounded by the
+# summaries would keep it near HOSTS x one host's digest, not the events). A miss is reported,
+# never an error exit. Saved as target/bench/pod.txt by scripts/bench.sh.
+#   scripts/bench/pod.sh [HOSTS [EVENTS]]     (default: 16 1000000)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+hosts="${1:-16}"
+n="${2:-1000000}"
+# shellcheck source=scripts/bench/trace_len.sh
+source scripts/bench/trace_len.sh pod "$n"
+
+traces=()
+for k in $(seq 0 $((hosts - 1))); do
+  trace="$dir/h$k-$n.tps"
+  [ -s "$trace" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps --host "$k"
+  traces+=("$trace")
+done
+job="$dir/job-$hosts-$n.tps"
+rm -f "$job"
+
+# GNU time: elapsed, user and sys seconds and peak RSS in KB on the last line of stderr.
+timed() { { /usr/bin/time -f '%e %U %S %M' "$@" 2>&1 >/dev/null; } | tail -1; }
+printf '%-28s %8s %8s %9s\n' step wall-s cpu-s "peak MB"
+row() {
+  read -r wall user sys kb <<<"$2"
+  awk -v s="$1" -v w="$wall" -v u="$user" -v y="$sys" -v kb="$kb" \
+    'BEGIN { printf "%-28s %8.2f %8.2f %9.1f\n", s, w, u + y, kb / 1024 }'
+}
+one="$(timed "$bin" report "${traces[0]}")"
+row "report of one host" "$one"
+merge="$(timed "$bin" merge -o "$job" "${traces[@]}")"
+[ -s "$job" ] || { echo "bench: merge wrote no $job" >&2; exit 1; }
+row "merge of $hosts hosts" "$merge"
+report="$(timed "$bin" report "$job")"
+row "report of the job" "$report"
+awk -v m="${merge%% *}" -v r="${report%% *}" -v h="$hosts" -v n="$n" 'BEGIN {
+  w = m + r;
+  printf "merge + report of %d hosts x %d events: %.2f s wall  %s <= 5 s\n", h, n, w, (w <= 5 ? "PASS" : "MISS")
+}'
