@@ -1,11 +1,12 @@
 //! `tpuscope report` streams a trace into digests and never holds its events; a trace decoded
 //! whole gives its digests from `Trace::events`. Both must give the same report, on every sample
-//! trace, on a merged (many-segment) trace and on traces cut short.
+//! trace, on a merged (many-segment) trace and on traces cut short; and a clean merged file read
+//! segment by segment on several threads gives the same report again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
-use tpuscope_analyzers::digest::read_stream;
+use tpuscope_analyzers::digest::{DigestBuilder, read_stream};
 use tpuscope_analyzers::report::{Input, Options, build};
 use tpuscope_core::{TraceStream, read_traces};
 
@@ -27,6 +28,29 @@ fn samples() -> Vec<PathBuf> {
 
 fn report_json(inputs: &[Input<'_>]) -> serde_json::Value {
     serde_json::to_value(build(inputs, &Options::default())).unwrap()
+}
+
+/// The report of a merged file read segment by segment on threads, when it is one (clean).
+fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
+    let ranges = tpuscope_core::stream::segment_ranges(path).unwrap()?;
+    let read = tpuscope_core::stream::read_segments_each(
+        path,
+        &ranges,
+        3,
+        DigestBuilder::default,
+        |b, r| b.push(&r),
+    )
+    .unwrap();
+    let read: Vec<_> = read.into_iter().map(|(t, b)| (t, b.finish())).collect();
+    let inputs: Vec<Input<'_>> = read
+        .iter()
+        .enumerate()
+        .map(|(i, (t, d))| Input {
+            digest: Some(d),
+            ..Input::new(format!("{name}#{i}"), t)
+        })
+        .collect();
+    Some(report_json(&inputs))
 }
 
 /// Both reports of the trace held in `bytes`, or None when it is not readable at all.
@@ -66,6 +90,7 @@ fn a_streamed_report_equals_the_whole_trace_report() {
     let dir = tempfile::tempdir().unwrap();
     let scratch = dir.path().join("t.tps");
     let mut compared = 0;
+    let mut by_segment = 0;
     for p in samples() {
         let bytes = std::fs::read(&p).unwrap();
         let name = p.file_name().unwrap().to_string_lossy().to_string();
@@ -81,6 +106,23 @@ fn a_streamed_report_equals_the_whole_trace_report() {
         };
         assert_eq!(whole, streamed, "{name}");
         compared += 1;
+        if let Some(parallel) = by_segments(&name, &p) {
+            assert_eq!(whole, parallel, "{name} read by segments");
+            by_segment += 1;
+        }
+        // A damaged byte inside a frame: not read by segments (one pass resyncs past it).
+        if tpuscope_core::stream::segment_ranges(&p).unwrap().is_some() {
+            let mut damaged = bytes.clone();
+            let at = damaged.len() / 2;
+            damaged[at] ^= 0xff;
+            std::fs::write(&scratch, &damaged).unwrap();
+            assert!(
+                tpuscope_core::stream::segment_ranges(&scratch)
+                    .unwrap()
+                    .is_none(),
+                "{name}: damaged, yet split"
+            );
+        }
         // Cut short at a few places: the truncation warning and what is left agree too.
         for frac in [3, 2] {
             let cut = &bytes[..bytes.len() * (frac - 1) / frac];
@@ -91,4 +133,5 @@ fn a_streamed_report_equals_the_whole_trace_report() {
         }
     }
     assert!(compared >= 16, "only {compared} reports compared");
+    assert!(by_segment >= 1, "no merged sample was read by segments");
 }

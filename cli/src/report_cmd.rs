@@ -227,12 +227,24 @@ fn read_traces(path: &Path) -> Result<Vec<tpuscope_core::Trace>> {
 }
 
 /// Each segment's tables (no events) and the digest of its events, read as they stream by: the
-/// events are never held.
+/// events are never held. The hosts of a merged file are read on all cores.
 fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)> {
-    let stream =
-        tpuscope_core::TraceStream::open(path).map_err(|e| crate::dump::read_error(path, e))?;
-    let read = tpuscope_analyzers::digest::read_stream(stream)
-        .map_err(|e| crate::dump::read_error(path, e))?;
+    use tpuscope_analyzers::digest::DigestBuilder;
+    let read_error = |e| crate::dump::read_error(path, e);
+    if let Some(ranges) = tpuscope_core::stream::segment_ranges(path).map_err(read_error)? {
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let read = tpuscope_core::stream::read_segments_each(
+            path,
+            &ranges,
+            threads,
+            DigestBuilder::default,
+            |b, r| b.push(&r),
+        )
+        .map_err(read_error)?;
+        return Ok(read.into_iter().map(|(t, b)| (t, b.finish())).unzip());
+    }
+    let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
+    let read = tpuscope_analyzers::digest::read_stream(stream).map_err(read_error)?;
     Ok(read.into_iter().unzip())
 }
 

@@ -14,7 +14,7 @@
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::event::Record;
+use crate::event::{Record, SEGMENT_KIND, Segment};
 use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
 use crate::reader::{
     Assembler, Damage, Fed, FrameItem, Header, RESYNC_MAX_PAYLOAD, RawFrame, ReadError, Trace,
@@ -342,6 +342,13 @@ impl TraceFile {
     pub fn file_len(&self) -> Option<u64> {
         self.len
     }
+
+    /// Moves to byte `pos` of a regular file (a byte already taken from a FIFO is dropped).
+    fn seek_to(&mut self, pos: u64) -> io::Result<()> {
+        use std::io::Seek;
+        self.first = None;
+        self.file.seek(io::SeekFrom::Start(pos)).map(|_| ())
+    }
 }
 
 impl Read for TraceFile {
@@ -525,4 +532,125 @@ impl<R: Read> TraceStream<R> {
         }
         Ok(done)
     }
+}
+
+/// The segments of a merged trace file as `[start, end)` byte ranges, each starting at its
+/// segment marker, for reading them apart ([`read_segments_each`]): `None` when the input is not
+/// a regular file, holds one segment, does not start with a marker, or anything in it is not a
+/// valid frame (damage, a cut, a marker that does not decode): one pass reads those, by the
+/// rules of resync.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "whether the input is a regular file, asked before anything is read from it"
+)]
+pub fn segment_ranges(path: &Path) -> Result<Option<Vec<(u64, u64)>>, ReadError> {
+    // Nothing is read from a FIFO or device: what it gives is read once, in one pass.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let mut stream = TraceStream::open(path)?;
+    let (Some(file_len), Some(first_frame)) =
+        (stream.len_hint, stream.trace().map(|t| t.header.len as u64))
+    else {
+        return Ok(None);
+    };
+    let io_err = |err| ReadError::Io {
+        path: path.display().to_string(),
+        err,
+    };
+    // Every marker starts a segment (as the reader splits: a marker after any frame, or after
+    // another marker), the first at the first frame.
+    let mut starts = Vec::new();
+    while let Some(item) = stream.frames.next_item().map_err(io_err)? {
+        let FrameItem::Frame(f) = item else {
+            return Ok(None);
+        };
+        if f.kind == SEGMENT_KIND {
+            if <Segment as prost::Message>::decode(f.payload).is_err() {
+                return Ok(None);
+            }
+            starts.push(f.offset);
+        } else if starts.is_empty() {
+            // Not a merged file: known at its first frame.
+            return Ok(None);
+        }
+    }
+    if starts.len() < 2
+        || starts.first() != Some(&first_frame)
+        || stream.frames.bytes_read() != file_len
+    {
+        return Ok(None);
+    }
+    let ends = starts.iter().skip(1).copied().chain([file_len]);
+    Ok(Some(starts.iter().copied().zip(ends).collect()))
+}
+
+/// A segment's trace and the state its events went to.
+type SegmentRead<S> = Result<(Trace, S), ReadError>;
+
+/// Reads the segments of a trace file, as [`segment_ranges`] gave them, on up to `threads`
+/// threads: each segment's events go to a state of its own (`make()`, then `each` per event)
+/// and come back with the segment's trace (tables, end, completeness; no events), in file
+/// order: what [`TraceStream::read_each`] gives of the whole file, segment by segment.
+pub fn read_segments_each<S: Send>(
+    path: &Path,
+    ranges: &[(u64, u64)],
+    threads: usize,
+    make: impl Fn() -> S + Sync,
+    each: impl Fn(&mut S, Record) + Sync,
+) -> Result<Vec<(Trace, S)>, ReadError> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let read_one = |range: (u64, u64)| -> SegmentRead<S> {
+        let label = path.display().to_string();
+        let mut f = TraceFile::open(path)?;
+        let file_len = f.file_len();
+        let header = read_header(&mut f, file_len, &label)?;
+        f.seek_to(range.0).map_err(|err| ReadError::Io {
+            path: label.clone(),
+            err,
+        })?;
+        let src = f.take(range.1.saturating_sub(range.0));
+        let stream = TraceStream {
+            frames: FrameReader::new(src, range.0),
+            asm: Some(Assembler::new(header, false)),
+            label,
+            len_hint: file_len,
+        };
+        let mut state = make();
+        let mut traces = stream.drain(false, |_, r| each(&mut state, r))?;
+        let mut t = traces
+            .pop()
+            .unwrap_or_else(|| Assembler::new(header, false).finish(0));
+        // The whole file's length, as one pass sets it.
+        set_file_len(&mut t, file_len.unwrap_or(range.1));
+        Ok((t, state))
+    };
+    let mut done: Vec<(usize, SegmentRead<S>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.clamp(1, ranges.len().max(1)))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&range) = ranges.get(i) else {
+                            return out;
+                        };
+                        out.push((i, read_one(range)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join().unwrap_or_else(|_| {
+                    let err = io::Error::other("a thread reading a segment panicked");
+                    let path = path.display().to_string();
+                    vec![(usize::MAX, Err(ReadError::Io { path, err }))]
+                })
+            })
+            .collect()
+    });
+    done.sort_by_key(|&(i, _)| i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
