@@ -48,10 +48,44 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
     // anything is read.
     let inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
     let mut out = Output::create(&args.out, args.force, &inputs)?;
+    // Pass 1 on all cores, an input at a time per thread; errors in input order.
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut found: Vec<(usize, Found)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.clamp(1, args.traces.len().max(1)))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let input = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = args.traces.get(input) else {
+                            return out;
+                        };
+                        let mut warnings = Vec::new();
+                        let parts =
+                            read(path).and_then(|b| parts_of(input, path, &b, &mut warnings));
+                        out.push((input, (warnings, parts)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join().unwrap_or_else(|_| {
+                    let panicked = Err(anyhow!("a thread reading an input panicked"));
+                    vec![(0, (Vec::new(), panicked))]
+                })
+            })
+            .collect()
+    });
+    found.sort_by_key(|&(input, _)| input);
     let mut parts = Vec::new();
-    for (input, path) in args.traces.iter().enumerate() {
-        let bytes = read(path)?;
-        parts.extend(parts_of(input, path, &bytes)?);
+    for (_, (warnings, p)) in found {
+        for w in warnings {
+            eprintln!("{w}");
+        }
+        parts.extend(p?);
     }
     let job_id = job_id(&args.traces, &parts, args.force)?;
     parts.sort_by(|a, b| {
@@ -148,6 +182,9 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// What pass 1 found in an input: its warnings (said in input order) and its parts.
+type Found = (Vec<String>, Result<Vec<Part>>);
+
 /// What pass 1 keeps of a segment's events.
 #[derive(Default)]
 struct Kept {
@@ -187,7 +224,12 @@ fn part_name(args: &MergeArgs, parts: &[Part], i: usize) -> String {
 }
 
 /// The hosts one input holds (one for a plain trace), with the alignment of each.
-fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
+fn parts_of(
+    input: usize,
+    path: &Path,
+    bytes: &[u8],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Part>> {
     let header = parse_header(bytes).map_err(|e| crate::dump::read_error(path, e))?;
     // Streamed: of the events only what pass 1 needs is kept, per segment.
     let mut kept: Vec<Kept> = Vec::new();
@@ -240,30 +282,30 @@ fn parts_of(input: usize, path: &Path, bytes: &[u8]) -> Result<Vec<Part>> {
     let mut parts = Vec::new();
     for ((trace, ranges), kept) in traces.into_iter().zip(ranges).zip(kept) {
         let Some(m) = &trace.manifest else {
-            eprintln!(
+            warnings.push(format!(
                 "tpuscope: warning: {}: a part without a manifest (damaged start) is left out",
                 path.display()
-            );
+            ));
             continue;
         };
         let completeness = match trace.completeness {
             Completeness::Complete => "complete",
             Completeness::NoEndRecord { .. } => "no_end_record",
             Completeness::Cut { offset, .. } => {
-                eprintln!(
+                warnings.push(format!(
                     "tpuscope: warning: {}: cut at byte {offset} (the process was killed or the file is incomplete): merging the {} records before the cut",
                     path.display(),
                     kept.events
-                );
+                ));
                 "cut"
             }
         };
         if !trace.damage.is_empty() {
             let bytes: u64 = trace.damage.iter().map(|d| d.len).sum();
-            eprintln!(
+            warnings.push(format!(
                 "tpuscope: warning: {}: {bytes} damaged bytes skipped",
                 path.display()
-            );
+            ));
         }
         let a = align::alignment_of(trace.manifest.as_ref(), kept.clocks.iter());
         let mut slim = trace.clone();
