@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
-use crate::digest::Digest;
+use crate::digest::{Digest, merged};
 use crate::phases::Phase;
 use crate::steps::Steps;
 use crate::syncs::SyncView;
@@ -221,22 +221,6 @@ struct Union {
     spans: Vec<(u64, u64)>,
     /// `before[i]`: total length of `spans[..i]`.
     before: Vec<u64>,
-}
-
-/// Spans sorted, overlapping and touching ones merged, empty ones dropped; in place: a long
-/// run's spans are not copied.
-fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    v.retain(|s| s.1 > s.0);
-    v.sort_unstable();
-    v.dedup_by(|next, kept| {
-        let overlaps = next.0 <= kept.1;
-        if overlaps {
-            kept.1 = kept.1.max(next.1);
-        }
-        overlaps
-    });
-    v.shrink_to_fit();
-    v
 }
 
 /// Length of sorted, disjoint spans inside `[a, b)`.

@@ -405,20 +405,29 @@ impl SpanUnion {
 
     fn finish(self) -> Vec<(u64, u64)> {
         let SpanUnion { mut spans, late } = self;
-        if !late.is_empty() {
-            spans.extend(late);
-            spans.sort_unstable();
-            spans.dedup_by(|next, kept| {
-                let overlaps = next.0 <= kept.1;
-                if overlaps {
-                    kept.1 = kept.1.max(next.1);
-                }
-                overlaps
-            });
+        if late.is_empty() {
+            spans.shrink_to_fit();
+            return spans;
         }
-        spans.shrink_to_fit();
-        spans
+        spans.extend(late);
+        merged(spans)
     }
+}
+
+/// Spans sorted, overlapping and touching ones merged, empty ones dropped; in place: a long
+/// run's spans are not copied.
+pub(crate) fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.retain(|s| s.1 > s.0);
+    v.sort_unstable();
+    v.dedup_by(|next, kept| {
+        let overlaps = next.0 <= kept.1;
+        if overlaps {
+            kept.1 = kept.1.max(next.1);
+        }
+        overlaps
+    });
+    v.shrink_to_fit();
+    v
 }
 
 #[cfg(test)]
