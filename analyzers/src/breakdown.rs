@@ -461,7 +461,7 @@ pub fn run_breakdown(
 }
 
 /// A set of step indices, as bits.
-#[derive(Clone, Default)]
+#[derive(Default)]
 struct StepSet {
     words: Vec<u64>,
     len: usize,
@@ -479,16 +479,6 @@ impl StepSet {
             *word |= bit;
             self.len += 1;
         }
-    }
-
-    fn union(&mut self, other: &StepSet) {
-        if self.words.len() < other.words.len() {
-            self.words.resize(other.words.len(), 0);
-        }
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            *a |= b;
-        }
-        self.len = self.words.iter().map(|w| w.count_ones() as usize).sum();
     }
 
     fn len(&self) -> usize {
@@ -517,28 +507,18 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
         }
         _ => None,
     });
-    let mut by_id: Vec<StepSet> = vec![StepSet::default(); d.shapes.len()];
-    let mark = |set: &mut StepSet, t: u64| {
+    let kept = d.batches.iter().filter_map(|&(t, shape)| {
+        let (dtype, dims) = d.shapes.get(shape as usize)?;
+        Some((t, (dtype.as_str(), dims.as_slice())))
+    });
+    for (t, shape) in kept.chain(failed) {
         if t < first {
-            return;
+            continue;
         }
         let i = steady.partition_point(|s| s.end_ns <= t);
         if steady.get(i).is_some_and(|s| s.start_ns <= t) {
-            set.insert(i);
+            seen.entry(shape).or_default().insert(i);
         }
-    };
-    for &(t, shape) in &d.batches {
-        if let Some(set) = by_id.get_mut(shape as usize) {
-            mark(set, t);
-        }
-    }
-    for (t, shape) in failed {
-        mark(seen.entry(shape).or_default(), t);
-    }
-    for ((dtype, dims), set) in d.shapes.iter().zip(by_id) {
-        seen.entry((dtype.as_str(), dims.as_slice()))
-            .or_default()
-            .union(&set);
     }
     let every: Vec<(&str, &[i64])> = seen
         .iter()

@@ -54,8 +54,6 @@ pub struct Launch {
 struct Pending {
     t_ns: u64,
     device_index: u32,
-    /// Its place among the run's completions.
-    at: u32,
 }
 
 const NO_LAUNCH: u32 = u32::MAX;
@@ -123,12 +121,7 @@ pub struct Digest {
 impl Digest {
     /// Each launch with when it finished.
     pub fn launches_done(&self) -> impl Iterator<Item = (&Launch, Done)> {
-        self.launches.iter().zip(
-            self.done
-                .iter()
-                .copied()
-                .chain(std::iter::repeat(Done::NONE)),
-        )
+        self.launches.iter().zip(self.done.iter().copied())
     }
 
     /// The digest of a trace decoded whole.
@@ -156,13 +149,10 @@ pub struct DigestBuilder {
     /// A step marker's name → its index in `step_marks`.
     mark_ids: rustc_hash::FxHashMap<String, usize>,
     seqs: Seqs,
-    /// Completions whose launch has not come yet, by seq.
+    /// Completions whose launch has not come yet, by seq. A launch's completions are folded
+    /// in file order: those before it when it comes, then each as it comes (one that finds its
+    /// launch only in `finish` had every later one of that launch miss it too).
     pending: rustc_hash::FxHashMap<u64, Vec<Pending>>,
-    /// Completions so far.
-    completions: u32,
-    /// The place among the completions of each launch's first completion (`Done::first_ns`
-    /// is the first in file order, whichever order completions are matched in).
-    first_at: Vec<u32>,
     /// Each device's busy spans, merged as they come.
     busy: Vec<SpanUnion>,
 }
@@ -230,7 +220,6 @@ impl DigestBuilder {
                 let launch = u32::try_from(self.d.launches.len()).unwrap_or(NO_LAUNCH);
                 self.seqs.push(e.seq, launch);
                 self.d.done.push(Done::NONE);
-                self.first_at.push(u32::MAX);
                 self.d.launches.push(Launch {
                     event: u32::try_from(event).unwrap_or(u32::MAX),
                     t_ns: e.t_ns,
@@ -252,9 +241,7 @@ impl DigestBuilder {
                 let p = Pending {
                     t_ns: c.t_ns,
                     device_index: c.device_index,
-                    at: self.completions,
                 };
-                self.completions = self.completions.saturating_add(1);
                 match self.seqs.find(c.seq) {
                     Some(launch) => self.fold(launch, p),
                     None => self.pending.entry(c.seq).or_default().push(p),
@@ -307,11 +294,7 @@ impl DigestBuilder {
     fn fold(&mut self, launch: u32, c: Pending) {
         let l = launch as usize;
         let d = &mut self.d;
-        let (Some(e), Some(done), Some(first_at)) = (
-            d.launches.get(l),
-            d.done.get_mut(l),
-            self.first_at.get_mut(l),
-        ) else {
+        let (Some(e), Some(done)) = (d.launches.get(l), d.done.get_mut(l)) else {
             return;
         };
         if done.first_ns == NOT_DONE {
@@ -319,12 +302,7 @@ impl DigestBuilder {
                 first_ns: c.t_ns,
                 last_ns: c.t_ns,
             };
-            *first_at = c.at;
         } else {
-            if c.at < *first_at {
-                done.first_ns = c.t_ns;
-                *first_at = c.at;
-            }
             done.last_ns = done.last_ns.max(c.t_ns);
         }
         if !e.failed && e.completion_tracked {

@@ -427,70 +427,46 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
         let i = bounds.partition_point(|b| b.1 <= t);
         bounds.get(i).filter(|b| b.0 <= t).map(|_| i)
     };
-    // Distinct executables per step. Launches come about in time order: while their steps
-    // never go back, each step's are counted as its launches go by, with one small set. Else
-    // (and for summaries) (step, executable) pairs are counted distinct after the pass.
-    let mut seen: Vec<(usize, u64)> = Vec::new();
+    // Executes and distinct executables per step. Launches come about in time order: while
+    // their steps never go back, each step's programs are counted as they go by, with one
+    // small set; else (step, executable) pairs are counted distinct after the pass.
     let mut in_order = true;
     let mut in_step: (Option<usize>, rustc_hash::FxHashSet<u64>) = (None, Default::default());
-    for e in &d.launches {
-        let Some(i) = index(e.t_ns) else { continue };
-        steps[i].executes += 1;
+    for (t, id, count) in launched(d) {
+        let Some(i) = index(t) else { continue };
+        steps[i].executes = steps[i].executes.saturating_add(count);
         if in_step.0 != Some(i) {
             in_order &= in_step.0.is_none_or(|prev| prev < i);
             in_step.0 = Some(i);
             in_step.1.clear();
         }
-        if in_step.1.insert(e.executable_id) {
+        if in_step.1.insert(id) {
             steps[i].distinct_executables = steps[i].distinct_executables.saturating_add(1);
         }
     }
     if !in_order {
-        steps.iter_mut().for_each(|s| s.distinct_executables = 0);
-        let mut last = None;
-        for e in &d.launches {
-            if let Some(i) = index(e.t_ns)
-                && last != Some((i, e.executable_id))
+        let mut seen: Vec<(usize, u64)> = Vec::new();
+        for (t, id, _) in launched(d) {
+            if let Some(i) = index(t)
+                && seen.last() != Some(&(i, id))
             {
-                last = Some((i, e.executable_id));
-                seen.push((i, e.executable_id));
+                seen.push((i, id));
             }
         }
-    }
-    // Summaries may repeat an executable a step's launches had: counted with the pairs.
-    let summarised: Vec<(usize, u64)> = d
-        .others()
-        .filter_map(|(_, r)| match r {
-            Record::ExecuteSummary(e) => Some((index(e.t_start_ns)?, e.executable_id)),
-            _ => None,
-        })
-        .collect();
-    if in_order && !summarised.is_empty() {
-        // Their steps' launches become pairs too, counted again from zero.
-        let touched: std::collections::BTreeSet<usize> =
-            summarised.iter().map(|&(i, _)| i).collect();
-        for e in &d.launches {
-            if let Some(i) = index(e.t_ns).filter(|i| touched.contains(i)) {
-                seen.push((i, e.executable_id));
+        seen.sort_unstable();
+        seen.dedup();
+        steps.iter_mut().for_each(|s| s.distinct_executables = 0);
+        for (i, _) in seen {
+            if let Some(s) = steps.get_mut(i) {
+                s.distinct_executables = s.distinct_executables.saturating_add(1);
             }
-        }
-        for &i in &touched {
-            steps[i].distinct_executables = 0;
         }
     }
     for (_, r) in d.others() {
-        match r {
-            Record::ExecuteSummary(e) => {
-                if let Some(i) = index(e.t_start_ns) {
-                    steps[i].executes += u32::try_from(e.count).unwrap_or(u32::MAX);
-                }
-            }
-            Record::Compile(c) => {
-                if let Some(i) = index(c.t_ns) {
-                    steps[i].compiles += 1;
-                }
-            }
-            _ => {}
+        if let Record::Compile(c) = r
+            && let Some(i) = index(c.t_ns)
+        {
+            steps[i].compiles += 1;
         }
     }
     for &(t, stall) in sync_times {
@@ -499,16 +475,35 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
             steps[i].stall_ns += stall;
         }
     }
-    seen.extend(summarised);
-    seen.sort_unstable();
-    seen.dedup();
-    for (i, _) in seen {
-        if let Some(s) = steps.get_mut(i) {
-            s.distinct_executables = s.distinct_executables.saturating_add(1);
-        }
-    }
     out.steps = steps;
     out
+}
+
+/// What a run launched, in file order, as (time, executable, executes): each launch, and each
+/// summary of launches the collector aggregated (at its first launch's time).
+fn launched(d: &Digest) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
+    let mut summaries = d
+        .others()
+        .filter_map(|(i, r)| match r {
+            Record::ExecuteSummary(e) => Some((i, e)),
+            _ => None,
+        })
+        .peekable();
+    let mut launches = d.launches.iter().peekable();
+    std::iter::from_fn(move || {
+        let summary_first = match (launches.peek(), summaries.peek()) {
+            (Some(e), Some(&(i, _))) => i < e.event as usize,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        if summary_first {
+            let (_, e) = summaries.next()?;
+            let count = u32::try_from(e.count).unwrap_or(u32::MAX);
+            Some((e.t_start_ns, e.executable_id, count))
+        } else {
+            launches.next().map(|e| (e.t_ns, e.executable_id, 1))
+        }
+    })
 }
 
 #[cfg(test)]

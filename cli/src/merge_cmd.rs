@@ -48,40 +48,24 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
     // anything is read.
     let inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
     let mut out = Output::create(&args.out, args.force, &inputs)?;
-    // Pass 1 on all cores, an input at a time per thread; errors in input order.
+    // Pass 1 on all cores, an input at a time per thread; warnings and errors in input order.
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut found: Vec<(usize, Found)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads.clamp(1, args.traces.len().max(1)))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let input = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(path) = args.traces.get(input) else {
-                            return out;
-                        };
-                        let mut warnings = Vec::new();
-                        let parts =
-                            read(path).and_then(|b| parts_of(input, path, &b, &mut warnings));
-                        out.push((input, (warnings, parts)));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| {
-                w.join().unwrap_or_else(|_| {
-                    let panicked = Err(anyhow!("a thread reading an input panicked"));
-                    vec![(0, (Vec::new(), panicked))]
-                })
-            })
-            .collect()
+    let found = tpuscope_core::par::map_indices(args.traces.len(), threads, |input| {
+        let mut warnings = Vec::new();
+        let parts = args.traces.get(input).map_or_else(
+            || Err(anyhow!("no input {input}")),
+            |path| read(path).and_then(|b| parts_of(input, path, &b, &mut warnings)),
+        );
+        (warnings, parts)
     });
-    found.sort_by_key(|&(input, _)| input);
     let mut parts = Vec::new();
-    for (_, (warnings, p)) in found {
+    for found in found {
+        let (warnings, p) = found.unwrap_or_else(|| {
+            (
+                Vec::new(),
+                Err(anyhow!("a thread reading an input panicked")),
+            )
+        });
         for w in warnings {
             eprintln!("{w}");
         }
@@ -181,9 +165,6 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     f.read_to_end(&mut bytes).map_err(cannot)?;
     Ok(bytes)
 }
-
-/// What pass 1 found in an input: its warnings (said in input order) and its parts.
-type Found = (Vec<String>, Result<Vec<Part>>);
 
 /// What pass 1 keeps of a segment's events.
 #[derive(Default)]

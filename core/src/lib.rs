@@ -17,6 +17,7 @@ pub mod hlo;
 pub mod host;
 pub mod json;
 pub mod live;
+pub mod par;
 pub mod reader;
 pub mod stream;
 pub mod writer;

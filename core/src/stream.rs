@@ -599,7 +599,6 @@ pub fn read_segments_each<S: Send>(
     make: impl Fn() -> S + Sync,
     each: impl Fn(&mut S, Record) + Sync,
 ) -> Result<Vec<(Trace, S)>, ReadError> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
     let read_one = |range: (u64, u64)| -> SegmentRead<S> {
         let label = path.display().to_string();
         let mut f = TraceFile::open(path)?;
@@ -625,32 +624,16 @@ pub fn read_segments_each<S: Send>(
         set_file_len(&mut t, file_len.unwrap_or(range.1));
         Ok((t, state))
     };
-    let mut done: Vec<(usize, SegmentRead<S>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads.clamp(1, ranges.len().max(1)))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&range) = ranges.get(i) else {
-                            return out;
-                        };
-                        out.push((i, read_one(range)));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| {
-                w.join().unwrap_or_else(|_| {
-                    let err = io::Error::other("a thread reading a segment panicked");
-                    let path = path.display().to_string();
-                    vec![(usize::MAX, Err(ReadError::Io { path, err }))]
-                })
-            })
-            .collect()
-    });
-    done.sort_by_key(|&(i, _)| i);
-    done.into_iter().map(|(_, r)| r).collect()
+    crate::par::map_indices(ranges.len(), threads, |i| {
+        ranges.get(i).map(|&r| read_one(r))
+    })
+    .into_iter()
+    .map(|r| {
+        r.flatten().unwrap_or_else(|| {
+            let err = io::Error::other("a thread reading a segment panicked");
+            let path = path.display().to_string();
+            Err(ReadError::Io { path, err })
+        })
+    })
+    .collect()
 }
