@@ -866,8 +866,32 @@ impl Record {
         };
     }
 
-    /// Decodes a payload of a known kind.
+    /// Decodes a payload of a known kind: the records a long trace is made of by
+    /// [`crate::wire`]'s decoders when they take them, everything else by prost (the same result).
     pub fn decode_payload(kind: RecordKind, payload: &[u8]) -> Result<Record, prost::DecodeError> {
+        let fast = match kind {
+            RecordKind::ExecuteComplete => {
+                crate::wire::execute_complete(payload).map(Record::ExecuteComplete)
+            }
+            RecordKind::Execute => crate::wire::execute(payload).map(Record::Execute),
+            RecordKind::Transfer => {
+                crate::wire::transfer(payload).map(|t| Record::Transfer(Box::new(t)))
+            }
+            RecordKind::Memory => crate::wire::memory(payload).map(|m| Record::Memory(Box::new(m))),
+            RecordKind::Step => crate::wire::step(payload).map(Record::Step),
+            _ => None,
+        };
+        match fast {
+            Some(r) => Ok(r),
+            None => Self::decode_payload_prost(kind, payload),
+        }
+    }
+
+    /// Decodes a payload of a known kind with prost.
+    pub(crate) fn decode_payload_prost(
+        kind: RecordKind,
+        payload: &[u8],
+    ) -> Result<Record, prost::DecodeError> {
         Ok(match kind {
             RecordKind::Manifest => Record::Manifest(Box::new(Manifest::decode(payload)?)),
             RecordKind::StringDef => Record::StringDef(StringDef::decode(payload)?),
