@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
 use tpuscope_analyzers::hosts;
-use tpuscope_core::event::{SEGMENT_KIND, SEGMENT_MINOR, Segment};
-use tpuscope_core::format::{self, FORMAT_MAJOR, FRAME_HEADER_LEN};
-use tpuscope_core::reader::{FrameItem, FrameIter, parse_header};
+use tpuscope_core::event::{RecordKind, SEGMENT_KIND, SEGMENT_MINOR, Segment};
+use tpuscope_core::format::{self, FORMAT_MAJOR};
+use tpuscope_core::stream::{Skimmed, TraceFile};
 use tpuscope_core::{Completeness, Record, Trace, align};
 
 use crate::output::Output;
@@ -110,13 +110,17 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
     }
 
     out.write_all(&format::encode_header(FORMAT_MAJOR, SEGMENT_MINOR))?;
-    // Pass 2, one input in memory at a time.
-    let mut loaded: Option<(usize, Vec<u8>)> = None;
+    // Pass 2: each part's frames copied from its input, file to file.
+    let mut opened: Option<(usize, TraceFile)> = None;
     for (index, part) in parts.iter_mut().enumerate() {
-        if loaded.as_ref().is_none_or(|(i, _)| *i != part.input) {
-            loaded = Some((part.input, read(&args.traces[part.input])?));
+        let path = &args.traces[part.input];
+        if opened.as_ref().is_none_or(|(i, _)| *i != part.input) {
+            let f = TraceFile::open(path).map_err(|e| crate::dump::read_error(path, e))?;
+            opened = Some((part.input, f));
         }
-        let Some((_, bytes)) = &loaded else { continue };
+        let Some((_, input)) = &mut opened else {
+            continue;
+        };
         part.segment.index = u32::try_from(index).unwrap_or(u32::MAX);
         part.segment.job_id.clone_from(&job_id);
         let mut frame = Vec::new();
@@ -124,7 +128,15 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
         // The output's write errors name it already.
         out.write_all(&frame)?;
         for &(a, b) in &part.ranges {
-            out.write_all(bytes.get(a..b).unwrap_or(&[]))?;
+            let len = (b - a) as u64;
+            let cannot = |e| anyhow!("{}: cannot read: {e}", path.display());
+            let copied = out.append_from(&mut input.range(a as u64, len).map_err(cannot)?)?;
+            if copied != len {
+                bail!(
+                    "{}: the file changed while it was merged (it holds {copied} of the {len} bytes read at offset {a} before); merge it again once its writer is done",
+                    path.display()
+                );
+            }
         }
     }
     out.commit()?;
@@ -159,6 +171,8 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     // The header first: a large file that is not a trace, or an endless device, is refused
     // after 16 bytes.
     let mut bytes = Vec::new();
+    // Read at once into its full size (only a hint: a refused reservation is skipped).
+    let _ = bytes.try_reserve_exact(f.file_len().map_or(0, |n| n as usize));
     (&mut f).take(16).read_to_end(&mut bytes).map_err(cannot)?;
     tpuscope_core::reader::parse_header_start(&bytes)
         .map_err(|e| crate::dump::read_error(path, e))?;
@@ -166,25 +180,56 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// What pass 1 keeps of a segment's events.
+/// What pass 1 keeps of a segment's events: it decodes only clock anchors.
 #[derive(Default)]
 struct Kept {
     events: usize,
     /// The clock anchors, for the alignment.
     clocks: Vec<Record>,
-    /// The last event, in file order, that has a time.
-    last_timed: Option<Record>,
+    /// The last event in file order (every event record has a time), decoded at the end.
+    last: Option<Last>,
+}
+
+/// The last event seen: decoded already (a clock, the client) or its raw payload.
+enum Last {
+    Decoded(Record),
+    Raw(RecordKind, Vec<u8>),
 }
 
 impl Kept {
-    fn add(&mut self, r: Record) {
+    /// What pass 1 decodes of the events.
+    fn decodes(kind: RecordKind) -> bool {
+        kind == RecordKind::Clock
+    }
+
+    fn add(&mut self, r: Skimmed<'_>) {
         self.events += 1;
-        if matches!(r, Record::Clock(_)) {
-            self.clocks.push(r.clone());
+        match r {
+            Skimmed::Decoded(r) => {
+                if matches!(r, Record::Clock(_)) {
+                    self.clocks.push(r.clone());
+                }
+                self.last = Some(Last::Decoded(r));
+            }
+            Skimmed::Raw(kind, payload) => match &mut self.last {
+                // One buffer for the whole pass.
+                Some(Last::Raw(k, bytes)) => {
+                    *k = kind;
+                    bytes.clear();
+                    bytes.extend_from_slice(payload);
+                }
+                last => *last = Some(Last::Raw(kind, payload.to_vec())),
+            },
         }
-        if r.t_ns().is_some() {
-            self.last_timed = Some(r);
-        }
+    }
+
+    /// The last event with a time, decoded (none when it does not decode).
+    fn last_timed(&mut self) -> Option<Record> {
+        let r = match self.last.take()? {
+            Last::Decoded(r) => r,
+            Last::Raw(kind, bytes) => Record::decode_payload(kind, &bytes).ok()?,
+        };
+        r.t_ns().is_some().then_some(r)
     }
 }
 
@@ -211,57 +256,44 @@ fn parts_of(
     bytes: &[u8],
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Part>> {
-    let header = parse_header(bytes).map_err(|e| crate::dump::read_error(path, e))?;
-    // Streamed: of the events only what pass 1 needs is kept, per segment.
+    // One pass: of the events only what pass 1 needs is kept, per segment, and the frames'
+    // byte ranges per segment (adjacent frames make one range; damaged bytes, a cut tail and
+    // segment markers are left out).
     let mut kept: Vec<Kept> = Vec::new();
-    let traces = tpuscope_core::TraceStream::new(bytes, path.display().to_string())
-        .and_then(|s| {
-            s.read_each(|segment, r| {
-                if kept.len() <= segment {
-                    kept.resize_with(segment + 1, Kept::default);
+    let mut ranges: Vec<Vec<(usize, usize)>> = Vec::new();
+    let traces = tpuscope_core::reader::skim_bytes(
+        bytes,
+        Kept::decodes,
+        |segment, r| {
+            if kept.len() <= segment {
+                kept.resize_with(segment + 1, Kept::default);
+            }
+            if let Some(k) = kept.get_mut(segment) {
+                k.add(r);
+            }
+        },
+        |segment, start, end| {
+            if ranges.len() <= segment {
+                ranges.resize_with(segment + 1, Vec::new);
+            }
+            let [start, end] = [start, end].map(|o| usize::try_from(o).unwrap_or(usize::MAX));
+            if let Some(r) = ranges.get_mut(segment) {
+                match r.last_mut() {
+                    Some(last) if last.1 == start => last.1 = end,
+                    _ => r.push((start, end)),
                 }
-                if let Some(k) = kept.get_mut(segment) {
-                    k.add(r);
-                }
-            })
-        })
-        .map_err(|e| crate::dump::read_error(path, e))?;
+            }
+        },
+    )
+    .map_err(|e| crate::dump::read_error(path, e))?;
     kept.resize_with(traces.len(), Kept::default);
-    // Frame ranges per segment, split by the same rule as the reader: a segment marker after
-    // any frame starts the next segment; damaged bytes and a cut tail are left out. Adjacent
-    // frames make one range.
-    let mut ranges: Vec<Vec<(usize, usize)>> = vec![Vec::new()];
-    let mut marked = false;
-    for item in FrameIter::new(bytes, header.len) {
-        let FrameItem::Frame(f) = item else { continue };
-        let start = usize::try_from(f.offset).unwrap_or(usize::MAX);
-        let end = start + FRAME_HEADER_LEN + f.payload.len();
-        if f.kind == SEGMENT_KIND {
-            if marked || ranges.last().is_some_and(|r| !r.is_empty()) {
-                ranges.push(Vec::new());
-            }
-            marked = true;
-        } else if let Some(r) = ranges.last_mut() {
-            match r.last_mut() {
-                Some(last) if last.1 == start => last.1 = end,
-                _ => r.push((start, end)),
-            }
-        }
-    }
-    if ranges.len() != traces.len() {
-        bail!(
-            "{}: internal: {} segments by frames, {} by the reader",
-            path.display(),
-            ranges.len(),
-            traces.len()
-        );
-    }
+    ranges.resize_with(traces.len(), Vec::new);
     let name = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
     let mut parts = Vec::new();
-    for ((trace, ranges), kept) in traces.into_iter().zip(ranges).zip(kept) {
+    for ((trace, ranges), mut kept) in traces.into_iter().zip(ranges).zip(kept) {
         let Some(m) = &trace.manifest else {
             warnings.push(format!(
                 "tpuscope: warning: {}: a part without a manifest (damaged start) is left out",
@@ -293,7 +325,7 @@ fn parts_of(
         slim.strings.clear();
         slim.stacks.clear();
         slim.blobs.clear();
-        slim.events = kept.last_timed.into_iter().collect();
+        slim.events = kept.last_timed().into_iter().collect();
         // A segment of an earlier merge keeps the name of the file it first came from.
         let source = trace
             .segment

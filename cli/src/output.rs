@@ -165,6 +165,13 @@ impl Output {
         }
     }
 
+    /// Appends all that `src` gives; the bytes copied. From a file into a file the kernel
+    /// copies them (`std::io::copy`), never through this process.
+    pub fn append_from(&mut self, src: &mut impl io::Read) -> io::Result<u64> {
+        let r = io::copy(src, self.writer()?);
+        r.map_err(|e| io::Error::new(e.kind(), format!("copying into {}: {e}", self.shown)))
+    }
+
     fn writer(&mut self) -> io::Result<&mut BufWriter<File>> {
         match &mut self.sink {
             Sink::Direct(w) | Sink::Temp { w, .. } => Ok(w),

@@ -8,6 +8,7 @@ use crate::event::{
     Blob, Client, End, Manifest, Record, RecordKind, SEGMENT_KIND, Segment, StackDef, StringId,
 };
 use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
+use crate::stream::Skimmed;
 
 /// Why a file cannot be read as a trace at all.
 #[derive(Debug, thiserror::Error)]
@@ -509,6 +510,40 @@ fn segment_completeness(t: &Trace, end_offset: u64, file_len: u64) -> Completene
     }
 }
 
+/// Reads a trace held in memory in one pass, as [`crate::TraceStream::skim_each`] does: event
+/// records of the kinds `decode` asks for go to `event` decoded, the others raw; and
+/// `frame(segment, start, end)` is told the byte range of every valid frame but segment
+/// markers, in the segment the reader puts it in (what `tpuscope merge` copies). One trace per
+/// segment, without events.
+pub fn skim_bytes(
+    bytes: &[u8],
+    decode: fn(RecordKind) -> bool,
+    mut event: impl FnMut(usize, Skimmed<'_>),
+    mut frame: impl FnMut(usize, u64, u64),
+) -> Result<Vec<Trace>, ReadError> {
+    let header = parse_header(bytes)?;
+    let file_len = bytes.len() as u64;
+    let mut asm = Assembler::new(header, false);
+    asm.decode = decode;
+    let mut done = Vec::new();
+    for item in FrameIter::new(bytes, header.len) {
+        if let FrameItem::Frame(f) = &item
+            && f.kind != SEGMENT_KIND
+        {
+            let end = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+            frame(done.len(), f.offset, end);
+        }
+        match asm.feed(item, false, file_len) {
+            Fed::Nothing | Fed::Stop => {}
+            Fed::Event(r) => event(done.len(), Skimmed::Decoded(r)),
+            Fed::Raw(kind, payload) => event(done.len(), Skimmed::Raw(kind, payload)),
+            Fed::SegmentDone(t) => done.push(*t),
+        }
+    }
+    done.push(asm.finish(file_len));
+    Ok(done)
+}
+
 fn read_segments(bytes: &[u8], first_only: bool) -> Result<Vec<Trace>, ReadError> {
     let header = parse_header(bytes)?;
     let file_len = bytes.len() as u64;
@@ -522,7 +557,7 @@ fn read_segments(bytes: &[u8], first_only: bool) -> Result<Vec<Trace>, ReadError
     let mut done = Vec::new();
     for item in FrameIter::new(bytes, header.len) {
         match asm.feed(item, first_only, file_len) {
-            Fed::Nothing | Fed::Event(_) => {}
+            Fed::Nothing | Fed::Event(_) | Fed::Raw(..) => {}
             Fed::SegmentDone(t) => done.push(*t),
             Fed::Stop => break,
         }
@@ -532,11 +567,13 @@ fn read_segments(bytes: &[u8], first_only: bool) -> Result<Vec<Trace>, ReadError
 }
 
 /// What [`Assembler::feed`] made of an item.
-pub(crate) enum Fed {
+pub(crate) enum Fed<'a> {
     /// Absorbed (a definition, the manifest, damage…), or nothing to do.
     Nothing,
     /// An event record, handed to the caller (the assembler does not keep events).
     Event(Record),
+    /// An event record of a kind the caller did not want decoded: its payload, CRC checked.
+    Raw(RecordKind, &'a [u8]),
     /// A segment marker ended the previous segment: here it is, finished.
     SegmentDone(Box<Trace>),
     /// Only the first segment was wanted and the next one starts: call `finish`.
@@ -549,6 +586,8 @@ pub(crate) struct Assembler {
     header: Header,
     pub(crate) trace: Trace,
     keep_events: bool,
+    /// Which event kinds are decoded when events are handed out; the others go out raw.
+    pub(crate) decode: fn(RecordKind) -> bool,
     cut: Option<u64>,
     /// End of the last frame or damage range.
     pos: u64,
@@ -561,6 +600,7 @@ impl Assembler {
             header,
             trace: empty_trace(header, 0, None),
             keep_events,
+            decode: |_| true,
             cut: None,
             pos: header.len as u64,
             frames_in_segment: 0,
@@ -569,7 +609,12 @@ impl Assembler {
 
     /// `file_len`: the length of the input as far as known (a finished segment's completeness
     /// names it).
-    pub(crate) fn feed(&mut self, item: FrameItem<'_>, first_only: bool, file_len: u64) -> Fed {
+    pub(crate) fn feed<'a>(
+        &mut self,
+        item: FrameItem<'a>,
+        first_only: bool,
+        file_len: u64,
+    ) -> Fed<'a> {
         match item {
             FrameItem::Frame(f) if f.kind == SEGMENT_KIND => {
                 let Ok(seg) = <Segment as prost::Message>::decode(f.payload) else {
@@ -601,6 +646,9 @@ impl Assembler {
                     self.trace.unknown_records += 1;
                     return Fed::Nothing;
                 };
+                if !self.keep_events && !absorbs(kind) && !(self.decode)(kind) {
+                    return Fed::Raw(kind, f.payload);
+                }
                 match Record::decode_payload(kind, f.payload) {
                     Ok(r) => match absorb(&mut self.trace, r) {
                         Some(event) if self.keep_events => {
@@ -671,6 +719,13 @@ const AGENT_PATH: &str = "/tpuscope_agent/";
 
 /// Takes definitions, the manifest, blobs and the end record into `trace`; returns the record
 /// when it is an event (the first client record is also kept in `trace.client`).
+/// Whether [`absorb`] takes records of `kind` into the trace (a client is also handed on):
+/// those are always decoded.
+fn absorbs(kind: RecordKind) -> bool {
+    use RecordKind::*;
+    matches!(kind, Manifest | StringDef | StackDef | Blob | End | Client)
+}
+
 fn absorb(trace: &mut Trace, r: Record) -> Option<Record> {
     match r {
         Record::Manifest(m) => {
@@ -881,6 +936,29 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn kinds_always_decoded_are_those_absorbed() {
+        // Every kind the reader knows: a record of it (an empty payload is its default),
+        // absorbed into an empty trace. `absorbs` must name exactly those it keeps (and the
+        // client, kept and handed on), or a skim would hand a table out raw.
+        for n in 0..=u16::MAX {
+            let Some(kind) = RecordKind::from_u16(n) else {
+                continue;
+            };
+            let Ok(r) = Record::decode_payload(kind, &[]) else {
+                panic!("{kind:?}: an empty payload decodes")
+            };
+            let header = Header {
+                major: 1,
+                minor: 0,
+                len: HEADER_LEN,
+            };
+            let mut t = empty_trace(header, 0, None);
+            let kept = absorb(&mut t, r).is_none() || kind == RecordKind::Client;
+            assert_eq!(absorbs(kind), kept, "{kind:?}");
         }
     }
 }

@@ -14,7 +14,7 @@
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::event::{Record, SEGMENT_KIND, Segment};
+use crate::event::{Record, RecordKind, SEGMENT_KIND, Segment};
 use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
 use crate::reader::{
     Assembler, Damage, Fed, FrameItem, Header, RESYNC_MAX_PAYLOAD, RawFrame, ReadError, Trace,
@@ -251,6 +251,13 @@ fn read_up_to(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// An event record as [`TraceStream::skim_each`] hands it out.
+pub enum Skimmed<'a> {
+    Decoded(Record),
+    /// A record of a kind not asked for: its payload as framed (CRC checked), not parsed.
+    Raw(RecordKind, &'a [u8]),
+}
+
 /// What [`TraceStream::next_record`] gives.
 #[derive(Debug)]
 pub enum Streamed {
@@ -341,6 +348,13 @@ impl TraceFile {
     /// The length of a regular file; `None` for a FIFO, pipe or device.
     pub fn file_len(&self) -> Option<u64> {
         self.len
+    }
+
+    /// The `len` bytes of a regular file from `start`, for copying: `std::io::copy` of them into
+    /// a file lets the kernel move them.
+    pub fn range(&mut self, start: u64, len: u64) -> io::Result<io::Take<&std::fs::File>> {
+        self.seek_to(start)?;
+        Ok((&self.file).take(len))
     }
 
     /// Moves to byte `pos` of a regular file (a byte already taken from a FIFO is dropped).
@@ -474,7 +488,8 @@ impl<R: Read> TraceStream<R> {
                 }
             };
             match asm.feed(item, first_only, len) {
-                Fed::Nothing => {}
+                // Only `drain` asks for raw records.
+                Fed::Nothing | Fed::Raw(..) => {}
                 Fed::Event(r) => return Ok(Some(Streamed::Event(r))),
                 Fed::SegmentDone(t) => return Ok(Some(Streamed::SegmentDone(t))),
                 Fed::Stop => return Ok(None),
@@ -491,8 +506,28 @@ impl<R: Read> TraceStream<R> {
     /// Reads everything without keeping events: `each(segment, record)` is handed each event
     /// record of each segment in turn (as [`TraceStream::read_all`] would keep them); returns
     /// one trace per segment with its tables, end, damage and completeness, and no events.
-    pub fn read_each(self, each: impl FnMut(usize, Record)) -> Result<Vec<Trace>, ReadError> {
-        self.drain(false, each)
+    pub fn read_each(self, mut each: impl FnMut(usize, Record)) -> Result<Vec<Trace>, ReadError> {
+        self.drain(
+            false,
+            |_| true,
+            |segment, r| {
+                if let Skimmed::Decoded(r) = r {
+                    each(segment, r);
+                }
+            },
+        )
+    }
+
+    /// As [`TraceStream::read_each`], decoding only the event records of the kinds `decode`
+    /// asks for: the others are handed out raw, their payloads not even parsed (an undecodable
+    /// one among them goes out all the same, where `read_each` would count it as undecodable).
+    /// Definitions, the manifest, blobs, the client and the end are always decoded.
+    pub fn skim_each(
+        self,
+        decode: fn(RecordKind) -> bool,
+        each: impl FnMut(usize, Skimmed<'_>),
+    ) -> Result<Vec<Trace>, ReadError> {
+        self.drain(false, decode, each)
     }
 
     /// Reads everything, keeping events: one trace per segment (`first_only`: just the first,
@@ -502,20 +537,40 @@ impl<R: Read> TraceStream<R> {
             self.asm = Some(Assembler::new(a.trace.header, true));
         }
         // The assembler keeps the events: none is handed out.
-        self.drain(first_only, |_, _| {})
+        self.drain(first_only, |_| true, |_, _| {})
     }
 
-    /// Reads to the end: each event not kept goes to `each`; the finished segments.
+    /// Reads to the end: each event not kept goes to `each`, decoded when `decode` says so;
+    /// the finished segments.
     fn drain(
         mut self,
         first_only: bool,
-        mut each: impl FnMut(usize, Record),
+        decode: fn(RecordKind) -> bool,
+        mut each: impl FnMut(usize, Skimmed<'_>),
     ) -> Result<Vec<Trace>, ReadError> {
         let mut done = Vec::new();
-        while let Some(s) = self.step(first_only)? {
-            match s {
-                Streamed::Event(r) => each(done.len(), r),
-                Streamed::SegmentDone(t) => done.push(*t),
+        if let Some(a) = self.asm.as_mut() {
+            a.decode = decode;
+        }
+        loop {
+            let len = self.known_len();
+            let Some(asm) = self.asm.as_mut() else { break };
+            let item = match self.frames.next_item() {
+                Ok(Some(item)) => item,
+                Ok(None) => break,
+                Err(err) => {
+                    return Err(ReadError::Io {
+                        path: self.label.clone(),
+                        err,
+                    });
+                }
+            };
+            match asm.feed(item, first_only, len) {
+                Fed::Nothing => {}
+                Fed::Event(r) => each(done.len(), Skimmed::Decoded(r)),
+                Fed::Raw(kind, payload) => each(done.len(), Skimmed::Raw(kind, payload)),
+                Fed::SegmentDone(t) => done.push(*t),
+                Fed::Stop => break,
             }
         }
         let len = if first_only {
@@ -616,7 +671,7 @@ pub fn read_segments_each<S: Send>(
             len_hint: file_len,
         };
         let mut state = make();
-        let mut traces = stream.drain(false, |_, r| each(&mut state, r))?;
+        let mut traces = stream.read_each(|_, r| each(&mut state, r))?;
         let mut t = traces
             .pop()
             .unwrap_or_else(|| Assembler::new(header, false).finish(0));

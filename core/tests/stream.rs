@@ -200,3 +200,68 @@ fn a_fifo_is_read_from_its_first_byte_and_refused_without_a_writer() {
     std::fs::write(&r, b"abc").unwrap();
     assert_eq!(TraceFile::open(&r).unwrap().file_len(), Some(3));
 }
+
+/// `skim_bytes` (what `tpuscope merge` reads with) and `TraceStream::skim_each` give what the
+/// whole reader gives: the same segments and tables, the same events once the raw ones are
+/// decoded, in order; and the frames' ranges, per segment, are every frame but the markers.
+#[test]
+fn skimming_hands_out_what_reading_keeps() {
+    use tpuscope_core::event::RecordKind;
+    use tpuscope_core::reader::{FrameItem, FrameIter, skim_bytes};
+    use tpuscope_core::stream::Skimmed;
+    let clocks = |k: RecordKind| k == RecordKind::Clock;
+    for bytes in [
+        golden::committed(golden::ALL_KINDS),
+        golden::committed("v1.1-merged.tps"),
+    ] {
+        let whole = read_traces(&bytes).unwrap();
+        let decoded = |r: Skimmed<'_>| match r {
+            Skimmed::Decoded(r) => r,
+            Skimmed::Raw(kind, payload) => {
+                assert_ne!(kind, RecordKind::Clock, "asked to decode clocks");
+                Record::decode_payload(kind, payload).unwrap()
+            }
+        };
+        let mut events: Vec<Vec<Record>> = vec![Vec::new(); whole.len()];
+        let mut ranges: Vec<Vec<(u64, u64)>> = vec![Vec::new(); whole.len()];
+        let mut raw = 0;
+        let skimmed = skim_bytes(
+            &bytes,
+            clocks,
+            |seg, r| {
+                raw += usize::from(matches!(r, Skimmed::Raw(..)));
+                events[seg].push(decoded(r));
+            },
+            |seg, a, b| ranges[seg].push((a, b)),
+        )
+        .unwrap();
+        assert!(raw > 0, "some events were left raw");
+        let mut streamed: Vec<Vec<Record>> = vec![Vec::new(); whole.len()];
+        let skim_each = TraceStream::new(bytes.as_slice(), "bytes")
+            .unwrap()
+            .skim_each(clocks, |seg, r| streamed[seg].push(decoded(r)))
+            .unwrap();
+        for (i, w) in whole.iter().enumerate() {
+            assert_eq!(events[i], w.events, "segment {i}");
+            assert_eq!(streamed[i], w.events, "segment {i}");
+            for t in [&skimmed[i], &skim_each[i]] {
+                assert!(t.events.is_empty());
+                assert_eq!(t.manifest, w.manifest);
+                assert_eq!(t.segment, w.segment);
+                assert_eq!(t.strings, w.strings);
+                assert_eq!(t.end, w.end);
+                assert_eq!(t.completeness, w.completeness);
+            }
+        }
+        let frames: Vec<(u64, u64)> = FrameIter::new(&bytes, HEADER_LEN)
+            .filter_map(|item| match item {
+                FrameItem::Frame(f) if f.kind != tpuscope_core::event::SEGMENT_KIND => Some((
+                    f.offset,
+                    f.offset + (format::FRAME_HEADER_LEN + f.payload.len()) as u64,
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ranges.concat(), frames);
+    }
+}
