@@ -1,7 +1,8 @@
 //! `tpuscope report` streams a trace into digests and never holds its events; a trace decoded
 //! whole gives its digests from `Trace::events`. Both must give the same report, on every sample
 //! trace, on a merged (many-segment) trace and on traces cut short; and a clean merged file read
-//! segment by segment on several threads gives the same report again.
+//! segment by segment on several threads, its hosts analysed on several threads, gives the same
+//! report again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -30,7 +31,17 @@ fn report_json(inputs: &[Input<'_>]) -> serde_json::Value {
     serde_json::to_value(build(inputs, &Options::default())).unwrap()
 }
 
-/// The report of a merged file read segment by segment on threads, when it is one (clean).
+/// The report with its runs analysed on `threads` threads.
+fn report_json_on(inputs: &[Input<'_>], threads: usize) -> serde_json::Value {
+    let options = Options {
+        threads,
+        ..Options::default()
+    };
+    serde_json::to_value(build(inputs, &options)).unwrap()
+}
+
+/// The report of a merged file read segment by segment on threads, its hosts analysed on
+/// threads too, when it is one (clean).
 fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
     let ranges = tpuscope_core::stream::segment_ranges(path).unwrap()?;
     let read = tpuscope_core::stream::read_segments_each(
@@ -50,7 +61,7 @@ fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
             ..Input::new(format!("{name}#{i}"), t)
         })
         .collect();
-    Some(report_json(&inputs))
+    Some(report_json_on(&inputs, 3))
 }
 
 /// Both reports of the trace held in `bytes`, or None when it is not readable at all.

@@ -150,6 +150,7 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
             torch_logs,
             budgets,
             baseline,
+            threads: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         },
     );
 

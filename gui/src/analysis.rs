@@ -69,6 +69,7 @@ impl Analysis {
             &inputs,
             &report::Options {
                 torch_logs: torch_logs.to_vec(),
+                threads: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
                 ..report::Options::default()
             },
         );

@@ -53,16 +53,20 @@ fn stopped(trace: &Trace, d: &Digest) -> Option<StoppedReport> {
 
 /// Analyses traces: one run, successive runs of a program, or the hosts of one job.
 pub fn analyze(inputs: &[Input<'_>]) -> Report {
-    analyze_digested(inputs, &Digests::of(inputs))
+    analyze_digested(inputs, &Digests::of(inputs), 1)
 }
 
 /// [`analyze`] with the inputs' digests made already.
-pub(crate) fn analyze_digested(inputs: &[Input<'_>], digests: &Digests<'_>) -> Report {
+pub(crate) fn analyze_digested(
+    inputs: &[Input<'_>],
+    digests: &Digests<'_>,
+    threads: usize,
+) -> Report {
     let (order, multi_host, runs) = order_runs(inputs, digests);
     let traces: Vec<&Trace> = order.iter().map(|&i| inputs[i].trace).collect();
     let ds: Vec<&Digest> = order.iter().map(|&i| digests.get(i)).collect();
     let mut report = empty_report(runs);
-    let per_run = analyze_runs(&mut report, inputs, &order, &traces, &ds);
+    let per_run = analyze_runs(&mut report, inputs, &order, &traces, &ds, threads);
     let total_steps: usize = per_run.steps.iter().map(|s| s.steps.len()).sum();
     let torch = report
         .traces
@@ -185,59 +189,108 @@ struct PerRun {
     steps: Vec<Steps>,
 }
 
+/// What one run's own analyses give, before they join the report in run order.
+struct RunPart {
+    compiles: Vec<CompileView>,
+    /// Its compiles and the programs seen before an attach: what its families are made of.
+    members: Vec<CompileView>,
+    syncs: Vec<SyncView>,
+    runtime_waits: u64,
+    steps: Steps,
+    info: TraceInfo,
+    hbm: Vec<crate::hbm::DeviceMemory>,
+    compiled_memory: Vec<crate::hbm::ExecutableMemory>,
+    oom: Option<OomReport>,
+    time: crate::breakdown::RunBreakdown,
+}
+
+/// The analyses of one run that need nothing of the others.
+fn analyze_run(run: usize, path: &str, trace: &Trace, d: &Digest) -> RunPart {
+    let mut compiles = families::compiles(trace, d, run);
+    let (syncs, runtime_waits) = syncs::host_syncs(trace, d, run);
+    let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
+    let steps = steps::steps(trace, d, &sync_times);
+    let info = trace_info(run, path, trace, d, &steps);
+    if matches!(steps.source, StepSource::Marker { .. }) {
+        // Markers are recorded by the thread that compiles (torch_xla compiles inside its
+        // `sync()`), while launches may come later from a worker thread: steps cut at
+        // markers place a compile by its own time.
+        for c in &mut compiles {
+            c.at_ns = c.t_ns;
+        }
+    }
+    // An attached trace's families start from the programs that ran before the attach.
+    let mut members = families::seen_before_attach(trace, d, run);
+    members.extend(compiles.iter().cloned());
+    let time = crate::breakdown::run_breakdown(run, trace, d, &syncs, &steps);
+    RunPart {
+        hbm: hbm::devices(d, run, &steps),
+        compiled_memory: hbm::executables(d, run),
+        oom: hbm::oom(trace, d, run),
+        compiles,
+        members,
+        syncs,
+        runtime_waits,
+        steps,
+        info,
+        time,
+    }
+}
+
 /// Fills the report's per-run sections (traces, warnings, memory, errors, families, phases)
-/// and returns what the cross-run sections are built from.
+/// and returns what the cross-run sections are built from. The runs (a job's hosts) are
+/// analysed on up to `threads` threads; they join the report in run order.
 fn analyze_runs(
     report: &mut Report,
     inputs: &[Input<'_>],
     order: &[usize],
     traces: &[&Trace],
     digests: &[&Digest],
+    threads: usize,
 ) -> PerRun {
+    let parts = tpuscope_core::par::map_indices(order.len(), threads, |run| {
+        let (&i, trace, d) = (order.get(run)?, traces.get(run)?, digests.get(run)?);
+        Some(analyze_run(run, &inputs.get(i)?.path, trace, d))
+    });
     let mut all_compiles = Vec::new();
     let mut all_syncs: Vec<SyncView> = Vec::new();
     let mut all_steps: Vec<Steps> = Vec::new();
     let mut errors: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for (run, ((&i, trace), &d)) in order.iter().zip(traces).zip(digests).enumerate() {
-        let mut compiles = families::compiles(trace, d, run);
-        let (syncs, waits) = syncs::host_syncs(trace, d, run);
-        report.runtime_waits += waits;
-        let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
-        let steps = steps::steps(trace, d, &sync_times);
-        let info = trace_info(run, &inputs[i].path, trace, d, &steps);
-        warnings(&mut report.warnings, &info, trace);
-        report.traces.push(info);
-        if matches!(steps.source, StepSource::Marker { .. }) {
-            // Markers are recorded by the thread that compiles (torch_xla compiles inside its
-            // `sync()`), while launches may come later from a worker thread: steps cut at
-            // markers place a compile by its own time.
-            for c in &mut compiles {
-                c.at_ns = c.t_ns;
-            }
-        }
-        report.hbm.extend(hbm::devices(d, run, &steps));
-        report.compiled_memory.extend(hbm::executables(d, run));
+    for (run, (part, (trace, &d))) in parts
+        .into_iter()
+        .zip(traces.iter().zip(digests))
+        .enumerate()
+    {
+        // A run whose analysis panicked on its thread is analysed again here: the panic shows
+        // as it would without threads.
+        let part = part.flatten().unwrap_or_else(|| {
+            let path = order.get(run).and_then(|&i| inputs.get(i));
+            analyze_run(run, path.map_or("", |i| i.path.as_str()), trace, d)
+        });
+        report.runtime_waits += part.runtime_waits;
+        warnings(&mut report.warnings, &part.info, trace);
+        report.traces.push(part.info);
+        report.hbm.extend(part.hbm);
+        report.compiled_memory.extend(part.compiled_memory);
         if report.oom.is_none() {
-            report.oom = hbm::oom(trace, d, run);
+            report.oom = part.oom;
         }
         collect_errors(d, &mut errors);
-        // An attached trace's families start from the programs that ran before the attach.
-        let mut members = families::seen_before_attach(trace, d, run);
-        members.extend(compiles.iter().cloned());
-        let fams = families::families(&members);
+        let fams = families::families(&part.members);
         let first_family = report.recompiles.len();
-        report_families(report, trace, &members, &fams, &steps);
+        report_families(report, trace, &part.members, &fams, &part.steps);
         merge_co_recompiles(&mut report.recompiles[first_family..]);
         let recompile_steps = recompile_steps(&report.recompiles[first_family..]);
-        report
-            .phases
-            .extend(phase_reports(run, &compiles, &steps, &recompile_steps));
-        report.time.push(crate::breakdown::run_breakdown(
-            run, trace, d, &syncs, &steps,
+        report.phases.extend(phase_reports(
+            run,
+            &part.compiles,
+            &part.steps,
+            &recompile_steps,
         ));
-        all_syncs.extend(syncs);
-        all_steps.push(steps);
-        all_compiles.push(compiles);
+        report.time.push(part.time);
+        all_syncs.extend(part.syncs);
+        all_steps.push(part.steps);
+        all_compiles.push(part.compiles);
     }
     report
         .compiled_memory

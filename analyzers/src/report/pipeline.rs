@@ -13,12 +13,14 @@ pub struct Options {
     pub budgets: Vec<Budget>,
     /// An earlier `report --format json`.
     pub baseline: Option<serde_json::Value>,
+    /// Threads the runs (a job's hosts) may be analysed on; 0 and 1 mean this one.
+    pub threads: usize,
 }
 
 /// Analyses `inputs` and completes the report with `options`.
 pub fn build(inputs: &[Input<'_>], options: &Options) -> Report {
     let digests = Digests::of(inputs);
-    let mut report = analyze_digested(inputs, &digests);
+    let mut report = analyze_digested(inputs, &digests, options.threads);
     if !options.torch_logs.is_empty() {
         torch_trace::attach_digested(&mut report, inputs, &digests, &options.torch_logs);
     }
