@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tpuscope_core::event::SEGMENT_KIND;
 use tpuscope_core::format::{HEADER_LEN, parse_frame_header};
-use tpuscope_core::stream::TraceFile;
+use tpuscope_core::stream::{TraceFile, TraceStream};
 use tpuscope_core::{Completeness, ReadError, Trace, TraceBuilder, read_trace, read_traces};
 
 /// The sample opened when no trace is given: a real JAX run that recompiles its train step.
@@ -201,6 +201,46 @@ impl Source {
         )
     }
 
+    /// A regular file that will not grow, read as it streams by (its bytes are never held
+    /// whole): its sources (one per host of a merged job), or the failed source when it cannot be
+    /// read. `None` when it is not a regular file, or is one trace without an end record (its
+    /// writer may still be running: it is read whole and followed).
+    fn read_finished(path: &Path) -> Option<Result<Vec<Source>, Source>> {
+        // Asked before opening: a FIFO gives its bytes to one read only, which must be the
+        // whole read.
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
+        let label = path.display().to_string();
+        let read = TraceStream::open(path).and_then(|s| s.read_all(false));
+        let traces = match read {
+            Ok(t) => t,
+            Err(e) => return Some(Err(Source::failed(&label, Some(path), e.line(path)))),
+        };
+        let merged = traces.iter().any(|t| t.segment.is_some());
+        if let [t] = traces.as_slice()
+            && !merged
+            && matches!(t.completeness, Completeness::NoEndRecord { .. })
+        {
+            return None;
+        }
+        Some(Ok(traces
+            .into_iter()
+            .map(|t| {
+                // A merged job's hosts are named by process index and host, as `segments` does.
+                let host = t.segment.as_ref().map_or_else(String::new, |s| {
+                    format!(" · p{} {}", s.process_index, s.host)
+                });
+                Source {
+                    label: format!("{label}{host}"),
+                    path: Some(path.to_path_buf()),
+                    held: Some(Held::Static(Arc::new(t))),
+                    error: None,
+                }
+            })
+            .collect()))
+    }
+
     fn failed(label: &str, path: Option<&Path>, error: String) -> Source {
         Source {
             label: label.to_string(),
@@ -245,8 +285,21 @@ pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
     }
     let mut out: Vec<Source> = Vec::new();
     for p in paths {
+        if !follow {
+            match Source::read_finished(p) {
+                Some(Ok(sources)) => {
+                    push_unique(&mut out, sources);
+                    continue;
+                }
+                Some(Err(s)) => {
+                    push_unique(&mut out, vec![s]);
+                    continue;
+                }
+                None => {}
+            }
+        }
         // Read once: a FIFO gives its bytes to one read only.
-        let mut s = match read_checked(p) {
+        let s = match read_checked(p) {
             Ok((bytes, regular)) => {
                 if let Some(hosts) = Source::segments(p, &bytes) {
                     out.extend(hosts);
@@ -256,6 +309,14 @@ pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
             }
             Err(e) => Source::failed(&p.display().to_string(), Some(p), e),
         };
+        push_unique(&mut out, vec![s]);
+    }
+    out
+}
+
+/// Appends `sources`, each label made unique among those already there.
+fn push_unique(out: &mut Vec<Source>, sources: Vec<Source>) {
+    for mut s in sources {
         let base = s.label.clone();
         let mut n = 2;
         while out.iter().any(|o| o.label == s.label) {
@@ -264,7 +325,6 @@ pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
         }
         out.push(s);
     }
-    out
 }
 
 /// A trace file's bytes, its header checked first (a large file that is not a trace, or an
