@@ -12,8 +12,10 @@
 # (scripts/bench/report.sh: CPU-s, MB/s and peak RSS of `tpuscope report` on generated 1 M and
 # 10 M event traces, PASS/MISS against issue 23's targets; target/bench/report.txt), and the pod
 # benchmark (scripts/bench/pod.sh: `tpuscope merge` and `report` of 16 generated hosts x 1 M
-# events, wall, CPU and peak RSS, PASS/MISS against 5 s; target/bench/pod.txt). They need no
-# Python env.
+# events, wall, CPU and peak RSS, PASS/MISS against 5 s; target/bench/pod.txt), and the view
+# benchmark (scripts/bench/view.sh: the GUI's first frame on generated 1 M and 10 M event traces
+# under Xvfb, wall, CPU and peak RSS, PASS/MISS against 2 s and 500 MB; target/bench/view.txt).
+# They need no Python env.
 # Parts: collector/benches/hooks.rs (ns added per hooked call, execute cost, writer ceiling),
 # scripts/bench/capture.py (cost per captured Python stack), scripts/bench/jax_step.py (step-time
 # ratio of a jitted JAX loop with and without the collector), scripts/bench/xla_ir_debug.py (the
@@ -65,6 +67,8 @@ if [ "$analyze" = 1 ]; then
   { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/report.sh; } | tee target/bench/report.txt
   echo "== pod: merge + report of 16 hosts x 1 M events" >&2
   { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/pod.sh; } | tee target/bench/pod.txt
+  echo "== view: first frame of the GUI against trace length (1 M and 10 M events)" >&2
+  { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/view.sh; } | tee target/bench/view.txt
 fi
 if [ "$analyze_only" = 1 ]; then exit 0; fi
 if [ "$xla" = 1 ]; then
