@@ -133,13 +133,20 @@ impl Spans {
             s.event.push(e);
             s.prefix_max_end.push(running);
         }
-        let mut below: Vec<Summary> = (0..n).map(|i| s.single(i)).collect();
-        while below.len() > 1 {
+        // The first level straight from the spans (a summary per span would be as large as the
+        // spans themselves), each next one from the level below.
+        if n > 1 {
+            let first: Vec<Summary> = (0..n)
+                .step_by(FANOUT)
+                .map(|b| (b..(b + FANOUT).min(n)).fold(Summary::EMPTY, |a, i| a.add(s.single(i))))
+                .collect();
+            s.levels.push(first);
+        }
+        while let Some(below) = s.levels.last().filter(|l| l.len() > 1) {
             let level: Vec<Summary> = below
                 .chunks(FANOUT)
                 .map(|c| c.iter().fold(Summary::EMPTY, |a, &b| a.add(b)))
                 .collect();
-            below = level.clone();
             s.levels.push(level);
         }
         s
