@@ -12,7 +12,9 @@
 //! run through its digest and the trace's tables (strings, stacks, blobs, manifest), never
 //! `Trace::events`, so both ways give the same report.
 
-use tpuscope_core::event::{Direction, Record};
+use tpuscope_core::event::{Direction, Record, RecordKind};
+use tpuscope_core::stream::Skimmed;
+use tpuscope_core::wire::TransferRef;
 use tpuscope_core::{ReadError, Trace, TraceStream};
 
 /// Reads a trace file without keeping its events: one trace per segment with its tables (and
@@ -21,16 +23,20 @@ pub fn read_stream<R: std::io::Read>(
     stream: TraceStream<R>,
 ) -> Result<Vec<(Trace, Digest)>, ReadError> {
     let mut builders: Vec<DigestBuilder> = Vec::new();
-    let traces = stream.read_each(|segment, r| {
+    let traces = stream.skim_each(DigestBuilder::decodes, |segment, r| {
         builders.resize_with(builders.len().max(segment + 1), DigestBuilder::default);
         if let Some(b) = builders.get_mut(segment) {
-            b.push(&r);
+            b.push_skimmed(r);
         }
     })?;
     builders.resize_with(traces.len(), DigestBuilder::default);
     Ok(traces
         .into_iter()
-        .zip(builders.into_iter().map(DigestBuilder::finish))
+        .zip(builders)
+        .map(|(mut t, b)| {
+            let d = b.finish_with(&mut t);
+            (t, d)
+        })
         .collect())
 }
 
@@ -155,6 +161,11 @@ pub struct DigestBuilder {
     pending: rustc_hash::FxHashMap<u64, Vec<Pending>>,
     /// Each device's busy spans, merged as they come.
     busy: Vec<SpanUnion>,
+    /// Records handed raw that did not decode (not events: the reader would have counted them
+    /// as undecodable).
+    undecodable: u64,
+    /// A transfer's dimensions, read in place.
+    dims: Vec<i64>,
 }
 
 /// The launches' execute numbers, as runs of consecutive numbers: one run for the launches of
@@ -202,18 +213,69 @@ impl Seqs {
 }
 
 impl DigestBuilder {
-    /// One event record (what is kept of it is copied: a streaming reader drops it after).
-    pub fn push(&mut self, r: &Record) {
+    /// What a skimming reader should decode for [`DigestBuilder::push_skimmed`]: all but
+    /// transfers, which are read in place (the one common record that allocates).
+    pub fn decodes(kind: RecordKind) -> bool {
+        kind != RecordKind::Transfer
+    }
+
+    /// One event record as a skimming reader hands it out (`TraceStream::skim_each` with
+    /// [`DigestBuilder::decodes`]): a plain transfer is read in place, anything else raw is
+    /// decoded; one that does not decode is no event (give the count to the trace with
+    /// [`DigestBuilder::finish_with`]).
+    pub fn push_skimmed(&mut self, r: Skimmed<'_>) {
+        match r {
+            Skimmed::Decoded(r) => self.push(&r),
+            Skimmed::Raw(kind, payload) => {
+                if kind == RecordKind::Transfer
+                    && let Some(t) = TransferRef::parse(payload)
+                {
+                    self.transfer(&t);
+                    return;
+                }
+                match Record::decode_payload(kind, payload) {
+                    Ok(r) => self.push(&r),
+                    Err(_) => self.undecodable += 1,
+                }
+            }
+        }
+    }
+
+    /// A transfer read in place, as [`DigestBuilder::push`] takes a decoded one (a plain one
+    /// has no error).
+    fn transfer(&mut self, t: &TransferRef<'_>) {
+        let event = self.event(Some(t.t_ns), t.dur_ns);
+        if t.direction == Direction::D2h as i32 && t.sync {
+            let r = Record::Transfer(Box::new(t.to_owned()));
+            self.d.others.push((event, r));
+        } else if t.direction == Direction::H2d as i32 && t.has_dims() {
+            let mut dims = std::mem::take(&mut self.dims);
+            dims.clear();
+            dims.extend(t.dims());
+            let id = self.shape(t.dtype, &dims);
+            self.dims = dims;
+            self.d.batches.push((t.t_ns, id));
+        }
+    }
+
+    /// Counts an event at time `t` lasting `dur_ns`; its place among the events.
+    fn event(&mut self, t: Option<u64>, dur_ns: u64) -> usize {
         let event = self.d.events;
         self.d.events += 1;
-        if let Some(t) = r.t_ns() {
+        if let Some(t) = t {
             let d = &mut self.d;
             d.first_t = Some(d.first_t.map_or(t, |f| f.min(t)));
             d.last_t = Some(d.last_t.map_or(t, |l| l.max(t)));
-            let end = t + r.dur_ns();
+            let end = t + dur_ns;
             d.end_t = Some(d.end_t.map_or(end, |e| e.max(end)));
             d.last_t_in_file = Some(t);
         }
+        event
+    }
+
+    /// One event record (what is kept of it is copied: a streaming reader drops it after).
+    pub fn push(&mut self, r: &Record) {
+        let event = self.event(r.t_ns(), r.dur_ns());
         match r {
             Record::Execute(e) => {
                 let failed = e.error.is_some();
@@ -321,6 +383,13 @@ impl DigestBuilder {
     /// else the first after; one whose launch was never found by then (threads raced far
     /// apart) to the last launch with it in the file; none when the trace holds no such launch
     /// (it was dropped, or ran before an attach).
+    /// [`DigestBuilder::finish`], counting the records handed raw that did not decode among
+    /// `trace`'s undecodable ones (as a reader that decodes everything counts them).
+    pub fn finish_with(mut self, trace: &mut Trace) -> Digest {
+        trace.undecodable_records += std::mem::take(&mut self.undecodable);
+        self.finish()
+    }
+
     pub fn finish(mut self) -> Digest {
         if !self.pending.is_empty() {
             let mut by_seq: Vec<(u64, u32)> = Vec::with_capacity(self.d.launches.len());

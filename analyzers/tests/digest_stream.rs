@@ -49,10 +49,17 @@ fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
         &ranges,
         3,
         DigestBuilder::default,
-        |b, r| b.push(&r),
+        DigestBuilder::decodes,
+        |b, r| b.push_skimmed(r),
     )
     .unwrap();
-    let read: Vec<_> = read.into_iter().map(|(t, b)| (t, b.finish())).collect();
+    let read: Vec<_> = read
+        .into_iter()
+        .map(|(mut t, b)| {
+            let d = b.finish_with(&mut t);
+            (t, d)
+        })
+        .collect();
     let inputs: Vec<Input<'_>> = read
         .iter()
         .enumerate()
@@ -145,4 +152,55 @@ fn a_streamed_report_equals_the_whole_trace_report() {
     }
     assert!(compared >= 16, "only {compared} reports compared");
     assert!(by_segment >= 1, "no merged sample was read by segments");
+}
+
+/// Transfers the streamed read takes in place (plain), ones it must decode (an error, dims in
+/// two fields) and one that does not decode (an api that is not UTF-8, its CRC sound): the
+/// report, its count of undecodable records included, is the whole read's.
+#[test]
+fn transfers_read_in_place_or_not_report_as_decoded_ones() {
+    use prost::Message;
+    use tpuscope_core::event::{Direction, ErrorInfo, RecordKind, Transfer};
+    use tpuscope_core::format::encode_frame;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/real");
+    let mut bytes = std::fs::read(root.join("jax_lr.tps")).unwrap();
+    let kind = RecordKind::Transfer as u16;
+    let base = Transfer {
+        t_ns: 1,
+        direction: Direction::H2d as i32,
+        api: "PJRT_Client_BufferFromHostBuffer".into(),
+        dims: vec![4, 7],
+        dtype: "f32".into(),
+        ..Transfer::default()
+    };
+    let failed = Transfer {
+        error: Some(ErrorInfo {
+            code: 8,
+            message: "out of memory".into(),
+        }),
+        ..base.clone()
+    };
+    let read = Transfer {
+        direction: Direction::D2h as i32,
+        sync: true,
+        ..base.clone()
+    };
+    for t in [&base, &failed, &read] {
+        encode_frame(&mut bytes, kind, 0, &t.encode_to_vec());
+    }
+    // Two dims fields: decoded by prost.
+    let mut two = base.encode_to_vec();
+    two.extend([0x38, 9]);
+    encode_frame(&mut bytes, kind, 0, &two);
+    // Field 5 (api) of two bytes that are not UTF-8.
+    encode_frame(&mut bytes, kind, 0, &[0x2a, 2, 0xff, 0xfe]);
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, streamed) = both("extra.tps", &bytes, &dir.path().join("t.tps")).unwrap();
+    assert_eq!(whole, streamed);
+    let whole_trace = &read_traces(&bytes).unwrap()[0];
+    assert_eq!(whole_trace.undecodable_records, 1);
+    let streamed = read_stream(TraceStream::open(&dir.path().join("t.tps")).unwrap()).unwrap();
+    let (t, d) = &streamed[0];
+    assert_eq!(t.undecodable_records, 1);
+    assert_eq!(d.events, whole_trace.events.len());
 }

@@ -239,10 +239,17 @@ fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)
             &ranges,
             threads,
             DigestBuilder::default,
-            |b, r| b.push(&r),
+            DigestBuilder::decodes,
+            |b, r| b.push_skimmed(r),
         )
         .map_err(read_error)?;
-        return Ok(read.into_iter().map(|(t, b)| (t, b.finish())).unzip());
+        return Ok(read
+            .into_iter()
+            .map(|(mut t, b)| {
+                let d = b.finish_with(&mut t);
+                (t, d)
+            })
+            .unzip());
     }
     let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
     let read = tpuscope_analyzers::digest::read_stream(stream).map_err(read_error)?;

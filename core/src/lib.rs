@@ -20,7 +20,7 @@ pub mod live;
 pub mod par;
 pub mod reader;
 pub mod stream;
-mod wire;
+pub mod wire;
 pub mod writer;
 pub mod xplane;
 

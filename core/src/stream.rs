@@ -644,15 +644,17 @@ pub fn segment_ranges(path: &Path) -> Result<Option<Vec<(u64, u64)>>, ReadError>
 type SegmentRead<S> = Result<(Trace, S), ReadError>;
 
 /// Reads the segments of a trace file, as [`segment_ranges`] gave them, on up to `threads`
-/// threads: each segment's events go to a state of its own (`make()`, then `each` per event)
-/// and come back with the segment's trace (tables, end, completeness; no events), in file
-/// order: what [`TraceStream::read_each`] gives of the whole file, segment by segment.
+/// threads: each segment's events go to a state of its own (`make()`, then `each` per event,
+/// decoded as `decode` asks) and come back with the segment's trace (tables, end,
+/// completeness; no events), in file order: what [`TraceStream::skim_each`] gives of the whole
+/// file, segment by segment.
 pub fn read_segments_each<S: Send>(
     path: &Path,
     ranges: &[(u64, u64)],
     threads: usize,
     make: impl Fn() -> S + Sync,
-    each: impl Fn(&mut S, Record) + Sync,
+    decode: fn(RecordKind) -> bool,
+    each: impl Fn(&mut S, Skimmed<'_>) + Sync,
 ) -> Result<Vec<(Trace, S)>, ReadError> {
     let read_one = |range: (u64, u64)| -> SegmentRead<S> {
         let label = path.display().to_string();
@@ -671,7 +673,7 @@ pub fn read_segments_each<S: Send>(
             len_hint: file_len,
         };
         let mut state = make();
-        let mut traces = stream.read_each(|_, r| each(&mut state, r))?;
+        let mut traces = stream.skim_each(decode, |_, r| each(&mut state, r))?;
         let mut t = traces
             .pop()
             .unwrap_or_else(|| Assembler::new(header, false).finish(0));

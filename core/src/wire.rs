@@ -60,8 +60,8 @@ impl<'a> Wire<'a> {
     }
 
     #[inline]
-    fn string(&mut self) -> Option<String> {
-        std::str::from_utf8(self.bytes()?).ok().map(str::to_owned)
+    fn str(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.bytes()?).ok()
     }
 }
 
@@ -90,8 +90,14 @@ fn varint(w: &mut Wire<'_>, wire_type: u8) -> Option<u64> {
 /// A string field of the expected wire type.
 #[inline]
 fn string(w: &mut Wire<'_>, wire_type: u8) -> Option<String> {
+    str_ref(w, wire_type).map(str::to_owned)
+}
+
+/// A string field of the expected wire type, borrowed.
+#[inline]
+fn str_ref<'a>(w: &mut Wire<'a>, wire_type: u8) -> Option<&'a str> {
     (wire_type == LEN).then_some(())?;
-    w.string()
+    w.str()
 }
 
 // Truncating casts below are protobuf's (and prost's) rule for 32-bit and signed varints.
@@ -131,33 +137,111 @@ pub(crate) fn execute_complete(payload: &[u8]) -> Option<ExecuteComplete> {
 }
 
 pub(crate) fn transfer(payload: &[u8]) -> Option<Transfer> {
-    let mut m = Transfer::default();
-    fields(payload, |w, tag, wt| {
-        match tag {
-            1 => m.t_ns = varint(w, wt)?,
-            2 => m.thread = varint(w, wt)? as u32,
-            3 => m.dur_ns = varint(w, wt)?,
-            4 => m.direction = varint(w, wt)? as i32,
-            5 => m.api = string(w, wt)?,
-            6 => m.bytes = varint(w, wt)?,
-            7 if wt == VARINT => m.dims.push(w.varint()? as i64),
-            7 if wt == LEN => {
-                let mut packed = Wire { b: w.bytes()? };
-                while !packed.b.is_empty() {
-                    m.dims.push(packed.varint()? as i64);
+    TransferRef::parse(payload).map(|t| t.to_owned())
+}
+
+/// A transfer read in place, borrowing its strings and dimensions from the payload: what a
+/// digest needs of the most common record that allocates, without allocating. Only for a
+/// plain payload (as the decoders here take them, with the dimensions in at most one packed
+/// field, as every writer writes them): one it parses is one prost decodes to the same
+/// `Transfer` (`to_owned`), and it has no error.
+#[derive(Clone, Copy, Debug)]
+pub struct TransferRef<'a> {
+    pub t_ns: u64,
+    pub thread: u32,
+    pub dur_ns: u64,
+    pub direction: i32,
+    pub api: &'a str,
+    pub bytes: u64,
+    /// The packed dimensions (`dims()` reads them).
+    dims: &'a [u8],
+    pub dtype: &'a str,
+    pub device: i32,
+    pub sync: bool,
+    pub blocked_ns: u64,
+    pub stack: u32,
+    pub buffer_id: u64,
+}
+
+impl<'a> TransferRef<'a> {
+    /// `None` when the payload is not plain (then decode it with `Record::decode_payload`).
+    pub fn parse(payload: &'a [u8]) -> Option<TransferRef<'a>> {
+        let mut m = TransferRef {
+            t_ns: 0,
+            thread: 0,
+            dur_ns: 0,
+            direction: 0,
+            api: "",
+            bytes: 0,
+            dims: &[],
+            dtype: "",
+            device: 0,
+            sync: false,
+            blocked_ns: 0,
+            stack: 0,
+            buffer_id: 0,
+        };
+        let mut dims_seen = false;
+        fields(payload, |w, tag, wt| {
+            match tag {
+                1 => m.t_ns = varint(w, wt)?,
+                2 => m.thread = varint(w, wt)? as u32,
+                3 => m.dur_ns = varint(w, wt)?,
+                4 => m.direction = varint(w, wt)? as i32,
+                5 => m.api = str_ref(w, wt)?,
+                6 => m.bytes = varint(w, wt)?,
+                7 if wt == LEN && !dims_seen => {
+                    dims_seen = true;
+                    m.dims = w.bytes()?;
+                    // Every varint ends inside the field.
+                    let mut packed = Wire { b: m.dims };
+                    while !packed.b.is_empty() {
+                        packed.varint()?;
+                    }
                 }
+                8 => m.dtype = str_ref(w, wt)?,
+                9 => m.device = varint(w, wt)? as i32,
+                10 => m.sync = varint(w, wt)? != 0,
+                11 => m.blocked_ns = varint(w, wt)?,
+                12 => m.stack = varint(w, wt)? as u32,
+                13 => m.buffer_id = varint(w, wt)?,
+                _ => return None,
             }
-            8 => m.dtype = string(w, wt)?,
-            9 => m.device = varint(w, wt)? as i32,
-            10 => m.sync = varint(w, wt)? != 0,
-            11 => m.blocked_ns = varint(w, wt)?,
-            12 => m.stack = varint(w, wt)? as u32,
-            13 => m.buffer_id = varint(w, wt)?,
-            _ => return None,
+            Some(())
+        })?;
+        Some(m)
+    }
+
+    /// The dimensions.
+    pub fn dims(&self) -> impl Iterator<Item = i64> + 'a {
+        let mut packed = Wire { b: self.dims };
+        // `parse` checked that they all read.
+        std::iter::from_fn(move || packed.varint().map(|v| v as i64))
+    }
+
+    pub fn has_dims(&self) -> bool {
+        !self.dims.is_empty()
+    }
+
+    /// The decoded record.
+    pub fn to_owned(&self) -> Transfer {
+        Transfer {
+            t_ns: self.t_ns,
+            thread: self.thread,
+            dur_ns: self.dur_ns,
+            direction: self.direction,
+            api: self.api.to_owned(),
+            bytes: self.bytes,
+            dims: self.dims().collect(),
+            dtype: self.dtype.to_owned(),
+            device: self.device,
+            sync: self.sync,
+            blocked_ns: self.blocked_ns,
+            stack: self.stack,
+            buffer_id: self.buffer_id,
+            error: None,
         }
-        Some(())
-    })?;
-    Some(m)
+    }
 }
 
 pub(crate) fn memory(payload: &[u8]) -> Option<Memory> {
@@ -356,14 +440,43 @@ mod tests {
             b.push(s.len() as u8);
             b.extend(s.as_bytes());
         }
-        assert!(same(RecordKind::Transfer, &b));
-        let Some(t) = transfer(&b) else {
-            panic!("plain fields")
+        // Dimensions in several fields are left to prost (no writer writes them so).
+        assert!(!same(RecordKind::Transfer, &b));
+        let Ok(Record::Transfer(t)) = Record::decode_payload(RecordKind::Transfer, &b) else {
+            panic!("prost decodes it")
         };
         assert_eq!(
             (t.t_ns, t.dims.as_slice(), t.dtype.as_str()),
             (6, &[3, 4, 5, 6][..], "s8")
         );
+        // One packed field, strings and scalars repeated: the fast path, last value wins.
+        let mut b = Vec::new();
+        for (tag, v) in [(1, 5u64), (1, 6)] {
+            key(tag, 0, &mut b);
+            prost::encoding::encode_varint(v, &mut b);
+        }
+        key(7, 2, &mut b);
+        b.extend([3, 4, 5, 0x7f]);
+        for s in ["f32", "s8"] {
+            key(8, 2, &mut b);
+            b.push(s.len() as u8);
+            b.extend(s.as_bytes());
+        }
+        assert!(same(RecordKind::Transfer, &b));
+        let Some(r) = TransferRef::parse(&b) else {
+            panic!("plain fields")
+        };
+        assert_eq!(
+            (r.t_ns, r.dims().collect::<Vec<_>>(), r.dtype),
+            (6, vec![4, 5, 0x7f], "s8")
+        );
+        assert!(r.has_dims());
+        // A packed field whose last varint runs past its end.
+        let mut cut = Vec::new();
+        key(7, 2, &mut cut);
+        cut.extend([2, 4, 0x85, 1]);
+        assert!(TransferRef::parse(&cut).is_none());
+        assert!(!same(RecordKind::Transfer, &cut));
     }
 
     #[test]
