@@ -33,10 +33,7 @@ pub fn read_stream<R: std::io::Read>(
     Ok(traces
         .into_iter()
         .zip(builders)
-        .map(|(mut t, b)| {
-            let d = b.finish_with(&mut t);
-            (t, d)
-        })
+        .map(|(t, b)| b.finish_for(t))
         .collect())
 }
 
@@ -222,7 +219,7 @@ impl DigestBuilder {
     /// One event record as a skimming reader hands it out (`TraceStream::skim_each` with
     /// [`DigestBuilder::decodes`]): a plain transfer is read in place, anything else raw is
     /// decoded; one that does not decode is no event (give the count to the trace with
-    /// [`DigestBuilder::finish_with`]).
+    /// [`DigestBuilder::finish_for`]).
     pub fn push_skimmed(&mut self, r: Skimmed<'_>) {
         match r {
             Skimmed::Decoded(r) => self.push(&r),
@@ -256,6 +253,14 @@ impl DigestBuilder {
             self.dims = dims;
             self.d.batches.push((t.t_ns, id));
         }
+    }
+
+    /// The digest of the run whose trace (read skimming) is `trace`, with the records handed
+    /// raw that did not decode counted among its undecodable ones, as a reader that decodes
+    /// everything counts them.
+    pub fn finish_for(mut self, mut trace: Trace) -> (Trace, Digest) {
+        trace.undecodable_records += std::mem::take(&mut self.undecodable);
+        (trace, self.finish())
     }
 
     /// Counts an event at time `t` lasting `dur_ns`; its place among the events.
@@ -383,13 +388,6 @@ impl DigestBuilder {
     /// else the first after; one whose launch was never found by then (threads raced far
     /// apart) to the last launch with it in the file; none when the trace holds no such launch
     /// (it was dropped, or ran before an attach).
-    /// [`DigestBuilder::finish`], counting the records handed raw that did not decode among
-    /// `trace`'s undecodable ones (as a reader that decodes everything counts them).
-    pub fn finish_with(mut self, trace: &mut Trace) -> Digest {
-        trace.undecodable_records += std::mem::take(&mut self.undecodable);
-        self.finish()
-    }
-
     pub fn finish(mut self) -> Digest {
         if !self.pending.is_empty() {
             let mut by_seq: Vec<(u64, u32)> = Vec::with_capacity(self.d.launches.len());

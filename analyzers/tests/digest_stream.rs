@@ -53,13 +53,7 @@ fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
         |b, r| b.push_skimmed(r),
     )
     .unwrap();
-    let read: Vec<_> = read
-        .into_iter()
-        .map(|(mut t, b)| {
-            let d = b.finish_with(&mut t);
-            (t, d)
-        })
-        .collect();
+    let read: Vec<_> = read.into_iter().map(|(t, b)| b.finish_for(t)).collect();
     let inputs: Vec<Input<'_>> = read
         .iter()
         .enumerate()

@@ -243,13 +243,7 @@ fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)
             |b, r| b.push_skimmed(r),
         )
         .map_err(read_error)?;
-        return Ok(read
-            .into_iter()
-            .map(|(mut t, b)| {
-                let d = b.finish_with(&mut t);
-                (t, d)
-            })
-            .unzip());
+        return Ok(read.into_iter().map(|(t, b)| b.finish_for(t)).unzip());
     }
     let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
     let read = tpuscope_analyzers::digest::read_stream(stream).map_err(read_error)?;

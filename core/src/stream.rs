@@ -472,28 +472,31 @@ impl<R: Read> TraceStream<R> {
     }
 
     fn step(&mut self, first_only: bool) -> Result<Option<Streamed>, ReadError> {
-        loop {
-            let len = self.known_len();
-            let Some(asm) = self.asm.as_mut() else {
-                return Ok(None);
-            };
-            let item = match self.frames.next_item() {
-                Ok(Some(item)) => item,
-                Ok(None) => return Ok(None),
-                Err(err) => {
-                    return Err(ReadError::Io {
-                        path: self.label.clone(),
-                        err,
-                    });
-                }
-            };
-            match asm.feed(item, first_only, len) {
+        while let Some(fed) = self.next_fed(first_only)? {
+            match fed {
                 // Only `drain` asks for raw records.
                 Fed::Nothing | Fed::Raw(..) => {}
                 Fed::Event(r) => return Ok(Some(Streamed::Event(r))),
                 Fed::SegmentDone(t) => return Ok(Some(Streamed::SegmentDone(t))),
                 Fed::Stop => return Ok(None),
             }
+        }
+        Ok(None)
+    }
+
+    /// The next frame item, fed to the assembler; `None` at the end of the input.
+    fn next_fed(&mut self, first_only: bool) -> Result<Option<Fed<'_>>, ReadError> {
+        let len = self.known_len();
+        let Some(asm) = self.asm.as_mut() else {
+            return Ok(None);
+        };
+        match self.frames.next_item() {
+            Ok(Some(item)) => Ok(Some(asm.feed(item, first_only, len))),
+            Ok(None) => Ok(None),
+            Err(err) => Err(ReadError::Io {
+                path: self.label.clone(),
+                err,
+            }),
         }
     }
 
@@ -552,20 +555,8 @@ impl<R: Read> TraceStream<R> {
         if let Some(a) = self.asm.as_mut() {
             a.decode = decode;
         }
-        loop {
-            let len = self.known_len();
-            let Some(asm) = self.asm.as_mut() else { break };
-            let item = match self.frames.next_item() {
-                Ok(Some(item)) => item,
-                Ok(None) => break,
-                Err(err) => {
-                    return Err(ReadError::Io {
-                        path: self.label.clone(),
-                        err,
-                    });
-                }
-            };
-            match asm.feed(item, first_only, len) {
+        while let Some(fed) = self.next_fed(first_only)? {
+            match fed {
                 Fed::Nothing => {}
                 Fed::Event(r) => each(done.len(), Skimmed::Decoded(r)),
                 Fed::Raw(kind, payload) => each(done.len(), Skimmed::Raw(kind, payload)),

@@ -183,22 +183,21 @@ impl Source {
             return None;
         }
         let traces = read_traces(bytes).ok()?;
-        Some(
-            traces
-                .into_iter()
-                .map(|t| {
-                    let host = t.segment.as_ref().map_or_else(String::new, |s| {
-                        format!(" · p{} {}", s.process_index, s.host)
-                    });
-                    Source {
-                        label: format!("{}{host}", path.display()),
-                        path: Some(path.to_path_buf()),
-                        held: Some(Held::Static(Arc::new(t))),
-                        error: None,
-                    }
-                })
-                .collect(),
-        )
+        Some(traces.into_iter().map(|t| Source::read(path, t)).collect())
+    }
+
+    /// A trace read whole from `path` (a host of a merged job is named by process index and
+    /// host).
+    fn read(path: &Path, t: Trace) -> Source {
+        let host = t.segment.as_ref().map_or_else(String::new, |s| {
+            format!(" · p{} {}", s.process_index, s.host)
+        });
+        Source {
+            label: format!("{}{host}", path.display()),
+            path: Some(path.to_path_buf()),
+            held: Some(Held::Static(Arc::new(t))),
+            error: None,
+        }
     }
 
     /// A regular file that will not grow, read as it streams by (its bytes are never held
@@ -211,11 +210,13 @@ impl Source {
         if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
             return None;
         }
-        let label = path.display().to_string();
         let read = TraceStream::open(path).and_then(|s| s.read_all(false));
         let traces = match read {
             Ok(t) => t,
-            Err(e) => return Some(Err(Source::failed(&label, Some(path), e.line(path)))),
+            Err(e) => {
+                let label = path.display().to_string();
+                return Some(Err(Source::failed(&label, Some(path), e.line(path))));
+            }
         };
         let merged = traces.iter().any(|t| t.segment.is_some());
         if let [t] = traces.as_slice()
@@ -226,18 +227,7 @@ impl Source {
         }
         Some(Ok(traces
             .into_iter()
-            .map(|t| {
-                // A merged job's hosts are named by process index and host, as `segments` does.
-                let host = t.segment.as_ref().map_or_else(String::new, |s| {
-                    format!(" · p{} {}", s.process_index, s.host)
-                });
-                Source {
-                    label: format!("{label}{host}"),
-                    path: Some(path.to_path_buf()),
-                    held: Some(Held::Static(Arc::new(t))),
-                    error: None,
-                }
-            })
+            .map(|t| Source::read(path, t))
             .collect()))
     }
 
