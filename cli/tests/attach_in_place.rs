@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::attach::Recipe;
+use common::attach::{CLOSE_WAIT, Recipe, closed_trace};
 use common::tmux::{Tmux, shell_quote};
 use common::*;
 use tpuscope_core::event::Record;
@@ -21,7 +21,7 @@ use tpuscope_core::event::Record;
 /// `graph` after the attach, and `before` (compiled before it, run every iteration) identified
 /// at its first execute (its executes named).
 fn check_session(trace_path: &Path, graph: &str, before: &str) {
-    let trace = tpuscope_core::reader::read_trace_file(trace_path).unwrap();
+    let trace = closed_trace(trace_path, CLOSE_WAIT);
     let m = trace.manifest.as_ref().unwrap();
     assert_eq!(m.role, "attach");
     assert!(m.process_start_wall_ns > 0 && m.process_start_wall_ns < m.start_wall_ns);
@@ -159,7 +159,7 @@ fn attach_waits_for_the_plugin_with_wait() {
     let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(state["compiles"]["total"].as_u64().unwrap() >= 1, "{state}");
     assert!(target.wait_detached(Duration::from_secs(10)));
-    let t = tpuscope_core::reader::read_trace_file(&trace).unwrap();
+    let t = closed_trace(&trace, CLOSE_WAIT);
     assert!(
         compiles(&t)
             .iter()
@@ -233,7 +233,7 @@ fn the_live_view_attaches_in_place_and_q_detaches() {
         target.wait_detached(Duration::from_secs(10)),
         "never detached"
     );
-    let t = tpuscope_core::reader::read_trace_file(&trace).unwrap();
+    let t = closed_trace(&trace, CLOSE_WAIT);
     assert!(t.end.is_some());
     assert!(target.finish().status.success());
 }
@@ -273,12 +273,7 @@ fn sigterm_ends_an_attach_and_detaches() {
         target.wait_detached(Duration::from_secs(10)),
         "never detached"
     );
-    assert!(
-        tpuscope_core::reader::read_trace_file(&trace)
-            .unwrap()
-            .end
-            .is_some()
-    );
+    assert!(closed_trace(&trace, CLOSE_WAIT).end.is_some());
     let done = target.finish();
     assert!(done.status.success(), "{done:?}");
 }

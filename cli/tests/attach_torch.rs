@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use common::attach::{Recipe, Target};
+use common::attach::{CLOSE_WAIT, Recipe, Target, closed_trace};
 use common::*;
 use tpuscope_core::event::{ExecutableSeen, Record};
 
@@ -144,7 +144,7 @@ type Trace = tpuscope_core::reader::Trace;
 /// executable seen before it), executables compiled before it identified with their optimized
 /// program and their executes named. Returns the number of compiles.
 fn check_session(fe: &Frontend, trace_path: &Path) -> usize {
-    let trace = tpuscope_core::reader::read_trace_file(trace_path).unwrap();
+    let trace = closed_trace(trace_path, CLOSE_WAIT);
     let m = trace.manifest.as_ref().unwrap();
     assert_eq!(m.role, "attach");
     assert!(m.process_start_wall_ns > 0 && m.process_start_wall_ns < m.start_wall_ns);

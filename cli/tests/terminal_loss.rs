@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::attach::Recipe;
+use common::attach::{CLOSE_WAIT, Recipe, closed_trace};
 use common::*;
 
 /// What `pty_drive.py` saw.
@@ -176,7 +176,7 @@ fn attach_leaves_and_restores_the_target_when_its_terminal_goes_away_or_on_sigte
             target.wait_detached(Duration::from_secs(10)),
             "{action}: the target was never restored"
         );
-        let t = tpuscope_core::reader::read_trace_file(&out).unwrap();
+        let t = closed_trace(&out, CLOSE_WAIT);
         assert!(
             t.end.is_some(),
             "{action}: the session's trace was not closed"

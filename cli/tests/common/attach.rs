@@ -13,6 +13,24 @@ use super::{show, tpuscope, venv_python, workload};
 /// How long a target may take to warm up (imports, first compile) on a loaded 2-core machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// How long a detached session may take to close its trace (a loaded 2-core machine).
+pub const CLOSE_WAIT: Duration = Duration::from_secs(10);
+
+/// The trace of a session that detached, read once its end record is there, at most
+/// `timeout` after the call. The collector removes the session's socket before it drains
+/// the queue and writes the end record, so a trace read as soon as the socket is gone can
+/// still be open.
+pub fn closed_trace(trace: &Path, timeout: Duration) -> tpuscope_core::reader::Trace {
+    let start = Instant::now();
+    loop {
+        let t = tpuscope_core::reader::read_trace_file(trace).unwrap();
+        if t.end.is_some() || start.elapsed() > timeout {
+            return t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A running target.
 pub struct Target {
     child: Child,
