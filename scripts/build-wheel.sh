@@ -11,6 +11,8 @@
 # written to ${TPUSCOPE_WHEEL_OUT:-target/wheel/dist}, which is emptied first. After the build,
 # the wheel is checked: its tag, and that neither the binary nor the embedded collector needs a
 # glibc symbol newer than 2.28 or a library outside the manylinux set.
+# TPUSCOPE_WHEEL_PROFILE=dev builds the tpuscope binary unoptimized (the test suite's wheel: the
+# same packaging, minutes less on 2 cores); the embedded collector is a release build either way.
 # Interpreter for the build venv: $TPUSCOPE_PYTHON, else python3.11/python3 on PATH.
 set -euo pipefail
 
@@ -26,14 +28,19 @@ OUT="${TPUSCOPE_WHEEL_OUT:-$CARGO_TARGET_DIR/dist}"
 # The wheel's binary is stripped: line tables (the workspace's release profile) would only cost
 # build time here, and size in the embedded collector.
 export CARGO_PROFILE_RELEASE_DEBUG="${CARGO_PROFILE_RELEASE_DEBUG:-0}"
+PROFILE="${TPUSCOPE_WHEEL_PROFILE:-release}"
 STAMP="$VENV/.tpuscope-stamp"
 
 die() { echo "build-wheel: error: $*" >&2; exit 1; }
 log() { echo "build-wheel: $*" >&2; }
 
+case "$PROFILE" in
+  release|dev) ;;
+  *) die "TPUSCOPE_WHEEL_PROFILE=$PROFILE: release or dev" ;;
+esac
 case "${1:-}" in
   "") ;;
-  -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
+  -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
   *) die "unknown argument '$1' (see --help)" ;;
 esac
 [ "$(uname -m)" = x86_64 ] || die "only x86_64 wheels are built here (this is $(uname -m))"
@@ -61,10 +68,10 @@ fi
 rm -rf "$OUT"
 mkdir -p "$OUT"
 t0=$(date +%s)
-log "maturin build (release, zig, glibc $GLIBC_MAX) into $CARGO_TARGET_DIR"
+log "maturin build ($PROFILE, zig, glibc $GLIBC_MAX) into $CARGO_TARGET_DIR"
 # maturin finds zig as `python -m ziglang` of the interpreter on PATH: the build venv's. The
 # embedded collector's nested cargo build (cli/build.rs) inherits maturin's zig linker settings.
-(cd "$ROOT" && PATH="$VENV/bin:$PATH" "$VENV/bin/maturin" build --release --locked \
+(cd "$ROOT" && PATH="$VENV/bin:$PATH" "$VENV/bin/maturin" build --profile "$PROFILE" --locked \
     --zig --compatibility manylinux_2_28 --auditwheel check --out "$OUT" >&2) \
   || die "maturin build failed"
 shopt -s nullglob
