@@ -177,7 +177,7 @@ fn diagnosed_run(script: &Script, case: &str, dir: &Path, record: bool) -> RunOu
     let dir = dir.join(if record { "diagnosed" } else { "bare" });
     let out_dir = dir.join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let mut c = match script.env {
+    let c = match script.env {
         "jax" => {
             let mut c = if record {
                 tpuscope_command(script, case, &dir, &out_dir, None)
@@ -217,24 +217,12 @@ fn diagnosed_run(script: &Script, case: &str, dir: &Path, record: bool) -> RunOu
         }
         other => panic!("no diagnosed run for env {other}"),
     };
-    let out = c.output().unwrap();
     let what = if record { "diagnosed tpuscope" } else { "bare" };
-    assert!(
-        out.status.success(),
-        "{what} run of {} --case {case} failed:\n{}",
-        script.name,
-        show(&out)
-    );
-    let trace = record.then(|| {
-        let traces = traces_in(&out_dir);
-        assert_eq!(traces.len(), 1, "{traces:?}\n{}", show(&out));
-        traces[0].clone()
-    });
-    RunOut {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        trace,
-    }
+    finish(
+        c,
+        &format!("{what} run of {} --case {case}", script.name),
+        record.then_some(out_dir.as_path()),
+    )
 }
 
 /// The run under `tpuscope run`, with its trace.
@@ -242,20 +230,27 @@ fn tpuscope_run(script: &Script, case: &str, dir: &Path) -> RunOut {
     let dir = dir.join("tpuscope");
     let out_dir = dir.join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let mut c = tpuscope_command(script, case, &dir, &out_dir, None);
+    let c = tpuscope_command(script, case, &dir, &out_dir, None);
+    finish(
+        c,
+        &format!("tpuscope run of {} --case {case}", script.name),
+        Some(&out_dir),
+    )
+}
+
+/// Runs `c`, which must succeed, and takes the one trace it wrote to `out_dir` when given.
+fn finish(mut c: Command, what: &str, out_dir: Option<&Path>) -> RunOut {
     let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "tpuscope run of {} --case {case} failed:\n{}",
-        script.name,
-        show(&out)
-    );
-    let traces = traces_in(&out_dir);
-    assert_eq!(traces.len(), 1, "{traces:?}\n{}", show(&out));
+    assert!(out.status.success(), "{what} failed:\n{}", show(&out));
+    let trace = out_dir.map(|d| {
+        let traces = traces_in(d);
+        assert_eq!(traces.len(), 1, "{traces:?}\n{}", show(&out));
+        traces[0].clone()
+    });
     RunOut {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        trace: Some(traces[0].clone()),
+        trace,
     }
 }
 
