@@ -2,8 +2,8 @@
 //! file, never a replaced device, FIFO or symlink, never one of the inputs.
 //!
 //! A regular file (or nothing) is written through a temporary file next to it and renamed over it
-//! on [`Output::commit`]; a failed write removes the temporary file and leaves the target as it
-//! was. A character or block device, a FIFO or a socket, and `-` (stdout), are written in place:
+//! on [`Output::commit`] (flushed to disk first when it replaces a file); a failed write removes
+//! the temporary file and leaves the target as it was. A character or block device, a FIFO or a socket, and `-` (stdout), are written in place:
 //! they are never replaced nor removed, also when a write fails. A symlink is followed, and the
 //! file it leads to is what is written or replaced; the link itself stays. A dangling symlink is
 //! refused: the file it names is not one the user made or named, and may be anywhere.
@@ -244,19 +244,25 @@ fn finish_temp(
     if let Some(mode) = mode {
         let _ = f.set_permissions(mode);
     }
-    f.sync_all()
-        .map_err(|e| anyhow!("cannot write {shown}: {e}"))?;
-    drop(f);
     // What is at the target now: it may have changed since `create` looked.
-    match fs::symlink_metadata(target) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+    let replaces = match fs::symlink_metadata(target) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
         Err(e) => bail!("cannot write {shown}: {e}"),
-        Ok(m) if m.is_file() && replace => {}
+        Ok(m) if m.is_file() && replace => true,
         Ok(m) if m.is_file() => bail!("{shown} exists (use --force to overwrite)"),
         Ok(_) => {
             bail!("{shown} was replaced by something other than a file while writing: not written")
         }
+    };
+    // On disk before it replaces a file, so that a system crash leaves the old file or the
+    // whole new one. A new file is not waited for (a merged pod trace is GBs: seconds of
+    // flushing): a crash can only cut it short, which loses nothing (its inputs are intact) and
+    // reads as a cut trace; a crash of this process never leaves it at all.
+    if replaces {
+        f.sync_all()
+            .map_err(|e| anyhow!("cannot write {shown}: {e}"))?;
     }
+    drop(f);
     if replace {
         fs::rename(tmp, target).map_err(|e| anyhow!("cannot write {shown}: {e}"))
     } else {
