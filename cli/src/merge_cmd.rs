@@ -12,7 +12,7 @@ use anyhow::{Result, anyhow, bail};
 use tpuscope_analyzers::hosts;
 use tpuscope_core::event::{RecordKind, SEGMENT_KIND, SEGMENT_MINOR, Segment};
 use tpuscope_core::format::{self, FORMAT_MAJOR};
-use tpuscope_core::stream::{Skimmed, TraceFile};
+use tpuscope_core::stream::{Skimmed, TraceFile, TraceStream};
 use tpuscope_core::{Completeness, Record, Trace, align};
 
 use crate::output::Output;
@@ -54,7 +54,7 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
         let mut warnings = Vec::new();
         let parts = args.traces.get(input).map_or_else(
             || Err(anyhow!("no input {input}")),
-            |path| read(path).and_then(|b| parts_of(input, path, &b, &mut warnings)),
+            |path| parts_of(input, path, &mut warnings),
         );
         (warnings, parts)
     });
@@ -123,8 +123,10 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
         };
         part.segment.index = u32::try_from(index).unwrap_or(u32::MAX);
         part.segment.job_id.clone_from(&job_id);
+        let body: u64 = part.ranges.iter().map(|&(a, b)| (b - a) as u64).sum();
         let mut frame = Vec::new();
-        format::encode_frame(&mut frame, SEGMENT_KIND, 0, &part.segment.payload());
+        let payload = part.segment.payload_with_len(body);
+        format::encode_frame(&mut frame, SEGMENT_KIND, 0, &payload);
         // The output's write errors name it already.
         out.write_all(&frame)?;
         for &(a, b) in &part.ranges {
@@ -160,24 +162,6 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
         parts.len()
     );
     Ok(0)
-}
-
-fn read(path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let cannot = |e| anyhow!("{}: cannot read: {e}", path.display());
-    // A FIFO with no writer is refused, not waited on.
-    let mut f = tpuscope_core::stream::TraceFile::open(path)
-        .map_err(|e| crate::dump::read_error(path, e))?;
-    // The header first: a large file that is not a trace, or an endless device, is refused
-    // after 16 bytes.
-    let mut bytes = Vec::new();
-    // Read at once into its full size (only a hint: a refused reservation is skipped).
-    let _ = bytes.try_reserve_exact(f.file_len().map_or(0, |n| n as usize));
-    (&mut f).take(16).read_to_end(&mut bytes).map_err(cannot)?;
-    tpuscope_core::reader::parse_header_start(&bytes)
-        .map_err(|e| crate::dump::read_error(path, e))?;
-    f.read_to_end(&mut bytes).map_err(cannot)?;
-    Ok(bytes)
 }
 
 /// What pass 1 keeps of a segment's events: it decodes only clock anchors.
@@ -250,42 +234,40 @@ fn part_name(args: &MergeArgs, parts: &[Part], i: usize) -> String {
 }
 
 /// The hosts one input holds (one for a plain trace), with the alignment of each.
-fn parts_of(
-    input: usize,
-    path: &Path,
-    bytes: &[u8],
-    warnings: &mut Vec<String>,
-) -> Result<Vec<Part>> {
-    // One pass: of the events only what pass 1 needs is kept, per segment, and the frames'
-    // byte ranges per segment (adjacent frames make one range; damaged bytes, a cut tail and
-    // segment markers are left out).
+fn parts_of(input: usize, path: &Path, warnings: &mut Vec<String>) -> Result<Vec<Part>> {
+    // One pass as the file streams by (a FIFO with no writer is refused, not waited on; the
+    // header is checked before anything else is read): of the events only what pass 1 needs is
+    // kept, per segment, and the frames' byte ranges per segment (adjacent frames make one
+    // range; damaged bytes, a cut tail and segment markers are left out).
     let mut kept: Vec<Kept> = Vec::new();
     let mut ranges: Vec<Vec<(usize, usize)>> = Vec::new();
-    let traces = tpuscope_core::reader::skim_bytes(
-        bytes,
-        Kept::decodes,
-        |segment, r| {
-            if kept.len() <= segment {
-                kept.resize_with(segment + 1, Kept::default);
-            }
-            if let Some(k) = kept.get_mut(segment) {
-                k.add(r);
-            }
-        },
-        |segment, start, end| {
-            if ranges.len() <= segment {
-                ranges.resize_with(segment + 1, Vec::new);
-            }
-            let [start, end] = [start, end].map(|o| usize::try_from(o).unwrap_or(usize::MAX));
-            if let Some(r) = ranges.get_mut(segment) {
-                match r.last_mut() {
-                    Some(last) if last.1 == start => last.1 = end,
-                    _ => r.push((start, end)),
+    let read_error = |e| crate::dump::read_error(path, e);
+    let traces = TraceStream::open(path)
+        .map_err(read_error)?
+        .skim_frames(
+            Kept::decodes,
+            |segment, r| {
+                if kept.len() <= segment {
+                    kept.resize_with(segment + 1, Kept::default);
                 }
-            }
-        },
-    )
-    .map_err(|e| crate::dump::read_error(path, e))?;
+                if let Some(k) = kept.get_mut(segment) {
+                    k.add(r);
+                }
+            },
+            |segment, start, end| {
+                if ranges.len() <= segment {
+                    ranges.resize_with(segment + 1, Vec::new);
+                }
+                let [start, end] = [start, end].map(|o| usize::try_from(o).unwrap_or(usize::MAX));
+                if let Some(r) = ranges.get_mut(segment) {
+                    match r.last_mut() {
+                        Some(last) if last.1 == start => last.1 = end,
+                        _ => r.push((start, end)),
+                    }
+                }
+            },
+        )
+        .map_err(read_error)?;
     kept.resize_with(traces.len(), Kept::default);
     ranges.resize_with(traces.len(), Vec::new);
     let name = path.file_name().map_or_else(
@@ -348,6 +330,8 @@ fn parts_of(
                 source,
                 source_completeness: completeness.to_string(),
                 pid: m.pid,
+                // Set when the segment is written, from the frames it copies.
+                len: 0,
             },
         });
     }

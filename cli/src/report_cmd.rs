@@ -243,7 +243,10 @@ fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)
             |b, r| b.push_skimmed(r),
         )
         .map_err(read_error)?;
-        return Ok(read.into_iter().map(|(t, b)| b.finish_for(t)).unzip());
+        // Damage a segment read alone cannot resync past: read in one pass below.
+        if let Some(read) = read {
+            return Ok(read.into_iter().map(|(t, b)| b.finish_for(t)).unzip());
+        }
     }
     let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
     let read = tpuscope_analyzers::digest::read_stream(stream).map_err(read_error)?;

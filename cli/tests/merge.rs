@@ -238,6 +238,19 @@ fn merged_hosts_align_on_the_job_timeline_and_report_per_host() {
 
     let segs = read_traces_file(&job).unwrap();
     assert_eq!(segs.len(), 3);
+    // Each marker says its segment's length: the segments are found by hopping, end to end.
+    let ranges = tpuscope_core::stream::segment_ranges(&job)
+        .unwrap()
+        .unwrap();
+    let lens: Vec<u64> = segs
+        .iter()
+        .map(|t| t.segment.as_ref().unwrap().len)
+        .collect();
+    assert_eq!(ranges.iter().map(|(a, b)| b - a).collect::<Vec<_>>(), lens);
+    assert_eq!(
+        ranges.last().unwrap().1,
+        std::fs::metadata(&job).unwrap().len()
+    );
     for (i, t) in segs.iter().enumerate() {
         let m = t.manifest.as_ref().unwrap();
         let s = t.segment.as_ref().unwrap();

@@ -671,12 +671,31 @@ pub struct Segment {
     pub source_completeness: String,
     #[prost(uint32, tag = "11")]
     pub pid: u32,
+    /// Bytes of the segment, this record's frame included: the next segment starts that far
+    /// after this one, or the file ends there. 0: not said (merges before it was added, without
+    /// a minor bump). What lets a reader find the segments without reading the frames between.
+    #[prost(uint64, tag = "12")]
+    pub len: u64,
 }
 
 impl Segment {
     /// The record's payload (what follows a frame header of kind [`SEGMENT_KIND`]).
     pub fn payload(&self) -> Vec<u8> {
         self.encode_to_vec()
+    }
+
+    /// The record's payload with [`Segment::len`] set for a segment whose frames after this
+    /// one take `body` bytes (the length counts the record itself, whose size depends on it).
+    pub fn payload_with_len(&mut self, body: u64) -> Vec<u8> {
+        self.len = 0;
+        loop {
+            let payload = self.payload();
+            let len = body + (crate::format::FRAME_HEADER_LEN + payload.len()) as u64;
+            if self.len == len {
+                return payload;
+            }
+            self.len = len;
+        }
     }
 }
 

@@ -8,7 +8,6 @@ use crate::event::{
     Blob, Client, End, Manifest, Record, RecordKind, SEGMENT_KIND, Segment, StackDef, StringId,
 };
 use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
-use crate::stream::Skimmed;
 
 /// Why a file cannot be read as a trace at all.
 #[derive(Debug, thiserror::Error)]
@@ -508,40 +507,6 @@ fn segment_completeness(t: &Trace, end_offset: u64, file_len: u64) -> Completene
         (false, Some(_)) => Completeness::Complete,
         (false, None) => Completeness::NoEndRecord { file_len },
     }
-}
-
-/// Reads a trace held in memory in one pass, as [`crate::TraceStream::skim_each`] does: event
-/// records of the kinds `decode` asks for go to `event` decoded, the others raw; and
-/// `frame(segment, start, end)` is told the byte range of every valid frame but segment
-/// markers, in the segment the reader puts it in (what `tpuscope merge` copies). One trace per
-/// segment, without events.
-pub fn skim_bytes(
-    bytes: &[u8],
-    decode: fn(RecordKind) -> bool,
-    mut event: impl FnMut(usize, Skimmed<'_>),
-    mut frame: impl FnMut(usize, u64, u64),
-) -> Result<Vec<Trace>, ReadError> {
-    let header = parse_header(bytes)?;
-    let file_len = bytes.len() as u64;
-    let mut asm = Assembler::new(header, false);
-    asm.decode = decode;
-    let mut done = Vec::new();
-    for item in FrameIter::new(bytes, header.len) {
-        if let FrameItem::Frame(f) = &item
-            && f.kind != SEGMENT_KIND
-        {
-            let end = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
-            frame(done.len(), f.offset, end);
-        }
-        match asm.feed(item, false, file_len) {
-            Fed::Nothing | Fed::Stop => {}
-            Fed::Event(r) => event(done.len(), Skimmed::Decoded(r)),
-            Fed::Raw(kind, payload) => event(done.len(), Skimmed::Raw(kind, payload)),
-            Fed::SegmentDone(t) => done.push(*t),
-        }
-    }
-    done.push(asm.finish(file_len));
-    Ok(done)
 }
 
 fn read_segments(bytes: &[u8], first_only: bool) -> Result<Vec<Trace>, ReadError> {

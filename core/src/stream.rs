@@ -14,6 +14,7 @@
 use std::io::{self, Read};
 use std::path::Path;
 
+use crate::Completeness;
 use crate::event::{Record, RecordKind, SEGMENT_KIND, Segment};
 use crate::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
 use crate::reader::{
@@ -472,7 +473,7 @@ impl<R: Read> TraceStream<R> {
     }
 
     fn step(&mut self, first_only: bool) -> Result<Option<Streamed>, ReadError> {
-        while let Some(fed) = self.next_fed(first_only)? {
+        while let Some(fed) = self.next_fed(first_only, &mut |_, _| {})? {
             match fed {
                 // Only `drain` asks for raw records.
                 Fed::Nothing | Fed::Raw(..) => {}
@@ -484,14 +485,29 @@ impl<R: Read> TraceStream<R> {
         Ok(None)
     }
 
-    /// The next frame item, fed to the assembler; `None` at the end of the input.
-    fn next_fed(&mut self, first_only: bool) -> Result<Option<Fed<'_>>, ReadError> {
+    /// The next frame item, fed to the assembler; `None` at the end of the input. `frame(start,
+    /// end)` is told the byte range of a valid frame that is not a segment marker first.
+    fn next_fed(
+        &mut self,
+        first_only: bool,
+        frame: &mut impl FnMut(u64, u64),
+    ) -> Result<Option<Fed<'_>>, ReadError> {
         let len = self.known_len();
         let Some(asm) = self.asm.as_mut() else {
             return Ok(None);
         };
         match self.frames.next_item() {
-            Ok(Some(item)) => Ok(Some(asm.feed(item, first_only, len))),
+            Ok(Some(item)) => {
+                if let FrameItem::Frame(f) = &item
+                    && f.kind != SEGMENT_KIND
+                {
+                    frame(
+                        f.offset,
+                        f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64,
+                    );
+                }
+                Ok(Some(asm.feed(item, first_only, len)))
+            }
             Ok(None) => Ok(None),
             Err(err) => Err(ReadError::Io {
                 path: self.label.clone(),
@@ -518,6 +534,7 @@ impl<R: Read> TraceStream<R> {
                     each(segment, r);
                 }
             },
+            |_, _, _| {},
         )
     }
 
@@ -530,7 +547,19 @@ impl<R: Read> TraceStream<R> {
         decode: fn(RecordKind) -> bool,
         each: impl FnMut(usize, Skimmed<'_>),
     ) -> Result<Vec<Trace>, ReadError> {
-        self.drain(false, decode, each)
+        self.drain(false, decode, each, |_, _, _| {})
+    }
+
+    /// As [`TraceStream::skim_each`], and `frame(segment, start, end)` is told the byte range
+    /// of every valid frame but segment markers, in the segment the reader puts it in: what
+    /// `tpuscope merge` copies.
+    pub fn skim_frames(
+        self,
+        decode: fn(RecordKind) -> bool,
+        each: impl FnMut(usize, Skimmed<'_>),
+        frame: impl FnMut(usize, u64, u64),
+    ) -> Result<Vec<Trace>, ReadError> {
+        self.drain(false, decode, each, frame)
     }
 
     /// Reads everything, keeping events: one trace per segment (`first_only`: just the first,
@@ -540,27 +569,34 @@ impl<R: Read> TraceStream<R> {
             self.asm = Some(Assembler::new(a.trace.header, true));
         }
         // The assembler keeps the events: none is handed out.
-        self.drain(first_only, |_| true, |_, _| {})
+        self.drain(first_only, |_| true, |_, _| {}, |_, _, _| {})
     }
 
-    /// Reads to the end: each event not kept goes to `each`, decoded when `decode` says so;
-    /// the finished segments.
+    /// Reads to the end: each event not kept goes to `each`, decoded when `decode` says so, and
+    /// each frame's range to `frame` (see [`TraceStream::skim_frames`]); the finished segments.
     fn drain(
         mut self,
         first_only: bool,
         decode: fn(RecordKind) -> bool,
         mut each: impl FnMut(usize, Skimmed<'_>),
+        mut frame: impl FnMut(usize, u64, u64),
     ) -> Result<Vec<Trace>, ReadError> {
-        let mut done = Vec::new();
+        let mut done: Vec<Trace> = Vec::new();
         if let Some(a) = self.asm.as_mut() {
             a.decode = decode;
         }
-        while let Some(fed) = self.next_fed(first_only)? {
+        // A marker is not handed to `frame`: a frame is in the segment under way when it is fed.
+        let segment = std::cell::Cell::new(0);
+        let mut on_frame = |a, b| frame(segment.get(), a, b);
+        while let Some(fed) = self.next_fed(first_only, &mut on_frame)? {
             match fed {
                 Fed::Nothing => {}
                 Fed::Event(r) => each(done.len(), Skimmed::Decoded(r)),
                 Fed::Raw(kind, payload) => each(done.len(), Skimmed::Raw(kind, payload)),
-                Fed::SegmentDone(t) => done.push(*t),
+                Fed::SegmentDone(t) => {
+                    done.push(*t);
+                    segment.set(done.len());
+                }
                 Fed::Stop => break,
             }
         }
@@ -582,9 +618,14 @@ impl<R: Read> TraceStream<R> {
 
 /// The segments of a merged trace file as `[start, end)` byte ranges, each starting at its
 /// segment marker, for reading them apart ([`read_segments_each`]): `None` when the input is not
-/// a regular file, holds one segment, does not start with a marker, or anything in it is not a
-/// valid frame (damage, a cut, a marker that does not decode): one pass reads those, by the
-/// rules of resync.
+/// a regular file, holds one segment or does not start with a marker.
+///
+/// When every marker says its segment's length ([`Segment::len`], as `tpuscope merge` writes
+/// it), the markers alone are read, hopping from one to the next: the cost is the number of
+/// hosts, not the file's size. Else one pass over the frames finds them, and `None` also when
+/// anything in it is not a valid frame (damage, a cut, a marker that does not decode): one pass
+/// reads those, by the rules of resync. Damage inside hopped-over segments shows when they are
+/// read ([`read_segments_each`] then says so).
 #[expect(
     clippy::disallowed_methods,
     reason = "whether the input is a regular file, asked before anything is read from it"
@@ -594,16 +635,23 @@ pub fn segment_ranges(path: &Path) -> Result<Option<Vec<(u64, u64)>>, ReadError>
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return Ok(None);
     }
-    let mut stream = TraceStream::open(path)?;
-    let (Some(file_len), Some(first_frame)) =
-        (stream.len_hint, stream.trace().map(|t| t.header.len as u64))
-    else {
-        return Ok(None);
-    };
+    let label = path.display().to_string();
     let io_err = |err| ReadError::Io {
-        path: path.display().to_string(),
+        path: label.clone(),
         err,
     };
+    let mut f = TraceFile::open(path)?;
+    let Some(file_len) = f.file_len() else {
+        return Ok(None);
+    };
+    let header = read_header(&mut f, Some(file_len), &label)?;
+    if let Some(ranges) = hop_segments(&mut f, header.len as u64, file_len).map_err(io_err)? {
+        return Ok((ranges.len() >= 2).then_some(ranges));
+    }
+    // The pass starts at the first frame, wherever the hops left the file.
+    f.seek_to(header.len as u64).map_err(io_err)?;
+    let mut stream = TraceStream::with_header(f, header, label.clone(), Some(file_len));
+    let first_frame = header.len as u64;
     // Every marker starts a segment (as the reader splits: a marker after any frame, or after
     // another marker), the first at the first frame.
     let mut starts = Vec::new();
@@ -631,6 +679,54 @@ pub fn segment_ranges(path: &Path) -> Result<Option<Vec<(u64, u64)>>, ReadError>
     Ok(Some(starts.iter().copied().zip(ends).collect()))
 }
 
+/// The segments found by hopping from marker to marker by their lengths, from the first frame
+/// at `first` to exactly the end of the file; `None` when a frame where a marker should be is
+/// not a valid one, a marker does not say its length, or the lengths do not add up to the file.
+fn hop_segments(
+    f: &mut TraceFile,
+    first: u64,
+    file_len: u64,
+) -> io::Result<Option<Vec<(u64, u64)>>> {
+    // A marker is a few hundred bytes: anything longer is not one `merge` wrote.
+    const MAX_MARKER: usize = 64 << 10;
+    let mut out = Vec::new();
+    let mut pos = first;
+    let mut head = [0u8; FRAME_HEADER_LEN];
+    let mut payload = Vec::new();
+    while pos < file_len {
+        if file_len - pos < FRAME_HEADER_LEN as u64 {
+            return Ok(None);
+        }
+        f.seek_to(pos)?;
+        f.read_exact(&mut head)?;
+        let Some(h) = format::parse_frame_header(&head) else {
+            return Ok(None);
+        };
+        let len = h.len as usize;
+        if h.kind != SEGMENT_KIND
+            || len > MAX_MARKER
+            || file_len - pos < (FRAME_HEADER_LEN + len) as u64
+        {
+            return Ok(None);
+        }
+        payload.resize(len, 0);
+        f.read_exact(&mut payload)?;
+        if format::frame_crc(h.kind, h.flags, &payload) != h.crc {
+            return Ok(None);
+        }
+        let Ok(segment) = <Segment as prost::Message>::decode(payload.as_slice()) else {
+            return Ok(None);
+        };
+        let end = pos.saturating_add(segment.len);
+        if segment.len < (FRAME_HEADER_LEN + len) as u64 || end > file_len {
+            return Ok(None);
+        }
+        out.push((pos, end));
+        pos = end;
+    }
+    Ok(Some(out))
+}
+
 /// A segment's trace and the state its events went to.
 type SegmentRead<S> = Result<(Trace, S), ReadError>;
 
@@ -638,7 +734,9 @@ type SegmentRead<S> = Result<(Trace, S), ReadError>;
 /// threads: each segment's events go to a state of its own (`make()`, then `each` per event,
 /// decoded as `decode` asks) and come back with the segment's trace (tables, end,
 /// completeness; no events), in file order: what [`TraceStream::skim_each`] gives of the whole
-/// file, segment by segment.
+/// file, segment by segment. `None` when a segment holds damage, or one but the last is cut:
+/// one pass resyncs across a segment's end where a segment read alone cannot, so such a file
+/// is read in one pass.
 pub fn read_segments_each<S: Send>(
     path: &Path,
     ranges: &[(u64, u64)],
@@ -646,7 +744,7 @@ pub fn read_segments_each<S: Send>(
     make: impl Fn() -> S + Sync,
     decode: fn(RecordKind) -> bool,
     each: impl Fn(&mut S, Skimmed<'_>) + Sync,
-) -> Result<Vec<(Trace, S)>, ReadError> {
+) -> Result<Option<Vec<(Trace, S)>>, ReadError> {
     let read_one = |range: (u64, u64)| -> SegmentRead<S> {
         let label = path.display().to_string();
         let mut f = TraceFile::open(path)?;
@@ -672,7 +770,7 @@ pub fn read_segments_each<S: Send>(
         set_file_len(&mut t, file_len.unwrap_or(range.1));
         Ok((t, state))
     };
-    crate::par::map_indices(ranges.len(), threads, |i| {
+    let read: Vec<(Trace, S)> = crate::par::map_indices(ranges.len(), threads, |i| {
         ranges.get(i).map(|&r| read_one(r))
     })
     .into_iter()
@@ -683,5 +781,10 @@ pub fn read_segments_each<S: Send>(
             Err(ReadError::Io { path, err })
         })
     })
-    .collect()
+    .collect::<Result<_, _>>()?;
+    let last = read.len().saturating_sub(1);
+    let clean = read.iter().enumerate().all(|(i, (t, _))| {
+        t.damage.is_empty() && (i == last || !matches!(t.completeness, Completeness::Cut { .. }))
+    });
+    Ok(clean.then_some(read))
 }

@@ -14,12 +14,19 @@ fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/golden")
 }
 
-/// The segment of `bytes` (a whole plain trace), as `tpuscope merge` writes it.
+/// The segment of `bytes` (a whole plain trace), as `tpuscope merge` wrote it before markers
+/// said their segment's length (the golden file's layout).
 fn segment(index: u32, name: &str, bytes: &[u8]) -> Vec<u8> {
+    segment_of(index, name, bytes, false)
+}
+
+/// The segment of `bytes`; its marker says the segment's length when `with_len`, as `tpuscope
+/// merge` writes it now.
+fn segment_of(index: u32, name: &str, bytes: &[u8], with_len: bool) -> Vec<u8> {
     let t = read_trace(bytes).unwrap();
     let m = t.manifest.clone().unwrap();
     let a = align::alignment(&t);
-    let seg = Segment {
+    let mut seg = Segment {
         index,
         host: m.host,
         process_index: m.process_index,
@@ -31,9 +38,16 @@ fn segment(index: u32, name: &str, bytes: &[u8]) -> Vec<u8> {
         source: name.into(),
         source_completeness: "complete".into(),
         pid: m.pid,
+        len: 0,
+    };
+    let body = (bytes.len() - HEADER_LEN) as u64;
+    let payload = if with_len {
+        seg.payload_with_len(body)
+    } else {
+        seg.payload()
     };
     let mut out = Vec::new();
-    encode_frame(&mut out, SEGMENT_KIND, 0, &seg.payload());
+    encode_frame(&mut out, SEGMENT_KIND, 0, &payload);
     out.extend_from_slice(&bytes[HEADER_LEN..]);
     out
 }
@@ -161,4 +175,101 @@ fn merged_golden_reads_exactly() {
     assert_eq!((s[0].index, s[1].index), (0, 1));
     assert_eq!(s[0].source, "v1.0-all-kinds.tps");
     assert_eq!(s[1].job_id, "golden-job");
+}
+
+/// Markers that say their segment's length are hopped: the segments are found without reading
+/// the frames between, and read apart give what one pass gives. Damage inside a segment shows
+/// when it is read (then one pass reads the file); lengths that do not add up, a cut, or
+/// markers without a length are found by the pass over the frames, as before.
+#[test]
+fn markers_with_lengths_are_hopped_and_segments_read_as_one_pass_reads_them() {
+    use tpuscope_core::stream::{Skimmed, read_segments_each, segment_ranges};
+    let hosts = [
+        host("a", 0, "alpha", 5_000),
+        host("b", 1, "beta", 9_000_000_000),
+        host("c", 2, "gamma", 77),
+    ];
+    let build = |with_len: bool| {
+        let mut out = encode_header(FORMAT_MAJOR, SEGMENT_MINOR).to_vec();
+        let mut starts = Vec::new();
+        for (i, h) in hosts.iter().enumerate() {
+            starts.push(out.len() as u64);
+            out.extend(segment_of(i as u32, &format!("{i}.tps"), h, with_len));
+        }
+        let ends: Vec<u64> = starts
+            .iter()
+            .skip(1)
+            .copied()
+            .chain([out.len() as u64])
+            .collect();
+        (out, starts.into_iter().zip(ends).collect::<Vec<_>>())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.tps");
+    let (bytes, want) = build(true);
+    let whole = read_traces(&bytes).unwrap();
+    let lens: Vec<u64> = whole
+        .iter()
+        .map(|t| t.segment.as_ref().unwrap().len)
+        .collect();
+    let spans: Vec<u64> = want.iter().map(|(a, b)| b - a).collect();
+    assert_eq!(lens, spans, "each marker says its segment's length");
+    let read = |p: &std::path::Path, ranges: &[(u64, u64)]| {
+        read_segments_each(
+            p,
+            ranges,
+            2,
+            Vec::new,
+            |_| true,
+            |v: &mut Vec<Record>, r| {
+                if let Skimmed::Decoded(r) = r {
+                    v.push(r);
+                }
+            },
+        )
+        .unwrap()
+    };
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(segment_ranges(&path).unwrap(), Some(want.clone()));
+    let apart = read(&path, &want).expect("a clean file is read apart");
+    assert_eq!(apart.len(), whole.len());
+    for ((t, events), w) in apart.iter().zip(&whole) {
+        assert_eq!(events, &w.events);
+        assert_eq!(
+            (&t.manifest, &t.segment, &t.strings),
+            (&w.manifest, &w.segment, &w.strings)
+        );
+        assert_eq!(t.completeness, w.completeness);
+    }
+
+    // A flipped byte inside host b's frames: the markers still hop, the segment read says so.
+    let mut damaged = bytes.clone();
+    let inside = (want[1].1 - 20) as usize;
+    damaged[inside] ^= 0xff;
+    std::fs::write(&path, &damaged).unwrap();
+    let ranges = segment_ranges(&path).unwrap().expect("markers intact");
+    assert!(read(&path, &ranges).is_none(), "damage read apart");
+
+    // A length one byte off: the pass over the frames finds the segments instead.
+    let mut lying = bytes.clone();
+    let mut first = whole[0].segment.clone().unwrap();
+    first.len += 1;
+    let payload = first.payload();
+    let mut marker = Vec::new();
+    encode_frame(&mut marker, SEGMENT_KIND, 0, &payload);
+    let old_marker = (want[1].0 - want[0].0) as usize - (hosts[0].len() - HEADER_LEN);
+    assert_eq!(marker.len(), old_marker, "same size, a different length");
+    lying[HEADER_LEN..HEADER_LEN + marker.len()].copy_from_slice(&marker);
+    std::fs::write(&path, &lying).unwrap();
+    assert_eq!(segment_ranges(&path).unwrap(), Some(want.clone()));
+
+    // Cut inside the last segment: its length runs past the end; one pass reads a cut file.
+    std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
+    assert_eq!(segment_ranges(&path).unwrap(), None);
+
+    // Markers without lengths (merges before them): found by the pass, read the same.
+    let (old, old_want) = build(false);
+    std::fs::write(&path, &old).unwrap();
+    assert_eq!(segment_ranges(&path).unwrap(), Some(old_want.clone()));
+    assert!(read(&path, &old_want).is_some());
 }

@@ -201,13 +201,13 @@ fn a_fifo_is_read_from_its_first_byte_and_refused_without_a_writer() {
     assert_eq!(TraceFile::open(&r).unwrap().file_len(), Some(3));
 }
 
-/// `skim_bytes` (what `tpuscope merge` reads with) and `TraceStream::skim_each` give what the
+/// `TraceStream::skim_frames` (what `tpuscope merge` reads with) and `skim_each` give what the
 /// whole reader gives: the same segments and tables, the same events once the raw ones are
 /// decoded, in order; and the frames' ranges, per segment, are every frame but the markers.
 #[test]
 fn skimming_hands_out_what_reading_keeps() {
     use tpuscope_core::event::RecordKind;
-    use tpuscope_core::reader::{FrameItem, FrameIter, skim_bytes};
+    use tpuscope_core::reader::{FrameItem, FrameIter};
     use tpuscope_core::stream::Skimmed;
     let clocks = |k: RecordKind| k == RecordKind::Clock;
     for bytes in [
@@ -225,16 +225,17 @@ fn skimming_hands_out_what_reading_keeps() {
         let mut events: Vec<Vec<Record>> = vec![Vec::new(); whole.len()];
         let mut ranges: Vec<Vec<(u64, u64)>> = vec![Vec::new(); whole.len()];
         let mut raw = 0;
-        let skimmed = skim_bytes(
-            &bytes,
-            clocks,
-            |seg, r| {
-                raw += usize::from(matches!(r, Skimmed::Raw(..)));
-                events[seg].push(decoded(r));
-            },
-            |seg, a, b| ranges[seg].push((a, b)),
-        )
-        .unwrap();
+        let skimmed = TraceStream::new(bytes.as_slice(), "bytes")
+            .unwrap()
+            .skim_frames(
+                clocks,
+                |seg, r| {
+                    raw += usize::from(matches!(r, Skimmed::Raw(..)));
+                    events[seg].push(decoded(r));
+                },
+                |seg, a, b| ranges[seg].push((a, b)),
+            )
+            .unwrap();
         assert!(raw > 0, "some events were left raw");
         let mut streamed: Vec<Vec<Record>> = vec![Vec::new(); whole.len()];
         let skim_each = TraceStream::new(bytes.as_slice(), "bytes")
