@@ -371,7 +371,7 @@ pub fn run_breakdown(
             _ => {}
         }
     }
-    for e in d.launches.iter().filter(|e| !e.failed) {
+    for e in d.launches().filter(|e| !e.failed) {
         timing.launches += 1;
         if e.completion_tracked {
             timing.timed += 1;
@@ -507,7 +507,7 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
         }
         _ => None,
     });
-    let kept = d.batches.iter().filter_map(|&(t, shape)| {
+    let kept = d.batches().filter_map(|(t, shape)| {
         let (dtype, dims) = d.shapes.get(shape as usize)?;
         Some((t, (dtype.as_str(), dims.as_slice())))
     });

@@ -63,7 +63,7 @@ pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool)
         let mut stored = HashSet::new();
         let mut attempts = 0;
         // Executes in file order among the summaries (a summary's first launch counts once).
-        let mut launches = d.launches.iter().peekable();
+        let mut launches = d.launches().peekable();
         let reuse =
             |launched: &mut rustc_hash::FxHashSet<u64>, id: u64| u64::from(!launched.insert(id));
         for (i, r) in d.others() {

@@ -1,5 +1,5 @@
 //! One pass over a run's event records into what the analyses read of them: the launches as a
-//! few integers each, with when their devices finished them and each device's busy time (their
+//! few integers each (packed, [`Launches`]), with when their devices finished them and each device's busy time (their
 //! completions folded away), the host-to-device batches as (time, shape), the
 //! memory samples folded into their series, the step markers' times, the few records the
 //! analyses need whole (compiles, host reads, errors, notes, clocks, …) with their place in the
@@ -16,6 +16,9 @@ use tpuscope_core::event::{Direction, Record, RecordKind};
 use tpuscope_core::stream::Skimmed;
 use tpuscope_core::wire::TransferRef;
 use tpuscope_core::{ReadError, Trace, TraceStream};
+
+use crate::launch_table::Column;
+pub use crate::launch_table::Launches;
 
 /// Reads a trace file without keeping its events: one trace per segment with its tables (and
 /// no events), and that segment's digest.
@@ -59,8 +62,6 @@ struct Pending {
     device_index: u32,
 }
 
-const NO_LAUNCH: u32 = u32::MAX;
-
 /// When the devices of a launch finished it, from its completion events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Done {
@@ -72,10 +73,15 @@ pub struct Done {
 const NOT_DONE: u64 = u64::MAX;
 
 impl Done {
-    const NONE: Done = Done {
+    pub(crate) const NONE: Done = Done {
         first_ns: NOT_DONE,
         last_ns: 0,
     };
+
+    /// Completed first at `first_ns` and last at `last_ns`.
+    pub(crate) fn new(first_ns: u64, last_ns: u64) -> Done {
+        Done { first_ns, last_ns }
+    }
 
     /// The first completion in file order (the first device to report).
     pub fn first_ns(&self) -> Option<u64> {
@@ -100,15 +106,15 @@ pub struct Digest {
     pub end_t: Option<u64>,
     /// The time of the last event, in file order, that has one.
     pub last_t_in_file: Option<u64>,
-    /// Every execute, in file order.
-    pub launches: Vec<Launch>,
-    /// When each launch finished (`done[i]` is `launches[i]`'s).
-    pub done: Vec<Done>,
+    /// Every execute, in file order, with when its devices finished it.
+    pub launches: Launches,
     /// Each device's busy time, by device index: the union of the spans from dispatch to
     /// completion of the timed launches that succeeded, sorted and disjoint.
     pub device_busy: Vec<Vec<(u64, u64)>>,
-    /// Host-to-device transfers that succeeded and have dimensions: (time, index in `shapes`).
-    pub batches: Vec<(u64, u32)>,
+    /// Host-to-device transfers that succeeded and have dimensions: their times, and the index
+    /// in `shapes` of theirs ([`Digest::batches`]).
+    batch_t: Column<u64>,
+    batch_shape: Column<u32>,
     /// The distinct (dtype, dims) of `batches`.
     pub shapes: Vec<(String, Vec<i64>)>,
     /// The memory samples, by series.
@@ -123,8 +129,27 @@ pub struct Digest {
 
 impl Digest {
     /// Each launch with when it finished.
-    pub fn launches_done(&self) -> impl Iterator<Item = (&Launch, Done)> {
-        self.launches.iter().zip(self.done.iter().copied())
+    pub fn launches_done(&self) -> impl DoubleEndedIterator<Item = (Launch, Done)> + '_ {
+        self.launches.iter()
+    }
+
+    /// Each launch, in file order.
+    pub fn launches(&self) -> impl DoubleEndedIterator<Item = Launch> + '_ {
+        self.launches.iter().map(|(l, _)| l)
+    }
+
+    /// Host-to-device transfers that succeeded and have dimensions, in file order: (time,
+    /// index in `shapes`).
+    pub fn batches(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.batch_t
+            .iter()
+            .copied()
+            .zip(self.batch_shape.iter().copied())
+    }
+
+    fn batch(&mut self, t_ns: u64, shape: u32) {
+        self.batch_t.push(t_ns);
+        self.batch_shape.push(shape);
     }
 
     /// The digest of a trace decoded whole.
@@ -251,7 +276,7 @@ impl DigestBuilder {
             dims.extend(t.dims());
             let id = self.shape(t.dtype, &dims);
             self.dims = dims;
-            self.d.batches.push((t.t_ns, id));
+            self.d.batch(t.t_ns, id);
         }
     }
 
@@ -284,10 +309,7 @@ impl DigestBuilder {
         match r {
             Record::Execute(e) => {
                 let failed = e.error.is_some();
-                let launch = u32::try_from(self.d.launches.len()).unwrap_or(NO_LAUNCH);
-                self.seqs.push(e.seq, launch);
-                self.d.done.push(Done::NONE);
-                self.d.launches.push(Launch {
+                let launch = self.d.launches.push(&Launch {
                     event: u32::try_from(event).unwrap_or(u32::MAX),
                     t_ns: e.t_ns,
                     dur_ns: e.dur_ns,
@@ -295,6 +317,7 @@ impl DigestBuilder {
                     completion_tracked: e.completion_tracked,
                     failed,
                 });
+                self.seqs.push(e.seq, launch);
                 if failed {
                     self.d.others.push((event, r.clone()));
                 }
@@ -330,7 +353,7 @@ impl DigestBuilder {
             {
                 if t.direction == Direction::H2d as i32 && !t.dims.is_empty() {
                     let id = self.shape(&t.dtype, &t.dims);
-                    self.d.batches.push((t.t_ns, id));
+                    self.d.batch(t.t_ns, id);
                 }
             }
             other => self.d.others.push((event, other.clone())),
@@ -359,19 +382,9 @@ impl DigestBuilder {
 
     /// A completion of the `launch`-th launch, into its [`Done`] and its device's busy time.
     fn fold(&mut self, launch: u32, c: Pending) {
-        let l = launch as usize;
-        let d = &mut self.d;
-        let (Some(e), Some(done)) = (d.launches.get(l), d.done.get_mut(l)) else {
+        let Some(e) = self.d.launches.complete(launch, c.t_ns) else {
             return;
         };
-        if done.first_ns == NOT_DONE {
-            *done = Done {
-                first_ns: c.t_ns,
-                last_ns: c.t_ns,
-            };
-        } else {
-            done.last_ns = done.last_ns.max(c.t_ns);
-        }
         if !e.failed && e.completion_tracked {
             let dev = c.device_index as usize;
             if self.busy.len() <= dev {
@@ -504,7 +517,9 @@ mod tests {
         let mut b = DigestBuilder::default();
         records.iter().for_each(|r| b.push(r));
         let d = b.finish();
-        d.done.iter().map(|x| (x.first_ns(), x.last_ns())).collect()
+        d.launches_done()
+            .map(|(_, x)| (x.first_ns(), x.last_ns()))
+            .collect()
     }
 
     #[test]
@@ -589,7 +604,10 @@ mod tests {
             b.push(&r);
         }
         let d = b.finish();
-        let done: Vec<_> = d.done.iter().map(|x| (x.first_ns(), x.last_ns())).collect();
+        let done: Vec<_> = d
+            .launches_done()
+            .map(|(_, x)| (x.first_ns(), x.last_ns()))
+            .collect();
         assert_eq!(done, vec![(Some(35), Some(35)), (Some(50), Some(50))]);
         assert_eq!(
             d.device_busy,

@@ -72,8 +72,7 @@ pub fn compiles(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
         _ => None,
     });
     for (id, t) in d
-        .launches
-        .iter()
+        .launches()
         .map(|l| (l.executable_id, l.t_ns))
         .chain(summaries)
     {

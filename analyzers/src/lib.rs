@@ -18,6 +18,7 @@ pub mod flame;
 pub mod hbm;
 pub mod hlo_text;
 pub mod hosts;
+mod launch_table;
 pub mod library_reads;
 pub mod live_notes;
 pub mod phases;

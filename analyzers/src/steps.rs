@@ -489,7 +489,7 @@ fn launched(d: &Digest) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
             _ => None,
         })
         .peekable();
-    let mut launches = d.launches.iter().peekable();
+    let mut launches = d.launches().peekable();
     std::iter::from_fn(move || {
         let summary_first = match (launches.peek(), summaries.peek()) {
             (Some(e), Some(&(i, _))) => i < e.event as usize,

@@ -1,0 +1,264 @@
+//! A run's launches as the digest keeps them: 28 bytes each, in chunks, where a `Vec` of
+//! [`Launch`] and [`Done`] took 48 and, grown by doubling, up to twice that. A long trace is
+//! mostly launches and their completions: this is most of what `report` holds of one.
+//!
+//! Each launch is a time (8 bytes) and five 32-bit words: its place among the events, its
+//! executable (an index into the run's distinct ids) with its two flags, its duration, and its
+//! first and last completion relative to its dispatch. A value that does not fit a word (a
+//! launch of over 4 s, a completion over 2 s away, more than 2^30 executables) is kept whole
+//! in a side table, so every value reads back exactly.
+
+use rustc_hash::FxHashMap;
+
+use crate::digest::{Done, Launch};
+
+/// Values appended in order and read by index, in chunks of [`CHUNK`]: growing never copies
+/// what is there, nor holds room for as many again.
+#[derive(Clone, Debug)]
+pub(crate) struct Column<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+const CHUNK_BITS: u32 = 16;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+impl<T> Default for Column<T> {
+    fn default() -> Self {
+        Column {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> Column<T> {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn push(&mut self, v: T) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(v),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(v);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        self.chunks.get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.chunks
+            .get_mut(i >> CHUNK_BITS)?
+            .get_mut(i & (CHUNK - 1))
+    }
+
+    /// The values in order.
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + '_ {
+        self.chunks.iter().flatten()
+    }
+}
+
+/// Word values that say "not here".
+const NOT_DONE: u32 = u32::MAX;
+const WIDE: u32 = u32::MAX - 1;
+/// Completions are kept as `t − dispatch + BIAS`: up to ~2.1 s either side.
+const BIAS: i64 = 1 << 31;
+/// Executable indices take the low 30 bits of their word; the flags the top two.
+const EXE_BITS: u32 = 30;
+const EXE_WIDE: u32 = (1 << EXE_BITS) - 1;
+const TRACKED: u32 = 1 << 30;
+const FAILED: u32 = 1 << 31;
+
+/// Words of a launch: event, executable and flags, duration, first and last completion.
+type Words = [u32; 5];
+
+/// The launches of a run, in file order, with when their devices finished them.
+#[derive(Clone, Debug, Default)]
+pub struct Launches {
+    t_ns: Column<u64>,
+    words: Column<Words>,
+    /// The distinct executable ids, in order of first launch, and their index.
+    exes: Vec<u64>,
+    exe_index: FxHashMap<u64, u32>,
+    /// Values that did not fit their word, by launch.
+    wide_dur: FxHashMap<u32, u64>,
+    wide_exe: FxHashMap<u32, u64>,
+    wide_done: FxHashMap<u32, Done>,
+}
+
+impl Launches {
+    pub fn len(&self) -> usize {
+        self.t_ns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`-th launch with when it finished.
+    pub fn get(&self, i: usize) -> Option<(Launch, Done)> {
+        let (&t_ns, w) = (self.t_ns.get(i)?, self.words.get(i)?);
+        Some(self.unpack(i, t_ns, w))
+    }
+
+    /// Each launch with when it finished, in file order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (Launch, Done)> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    fn unpack(&self, i: usize, t_ns: u64, w: &Words) -> (Launch, Done) {
+        let key = u32::try_from(i).unwrap_or(u32::MAX);
+        let [event, exe, dur, first, last] = *w;
+        let executable_id = match exe & EXE_WIDE {
+            EXE_WIDE => self.wide_exe.get(&key).copied().unwrap_or(0),
+            k => self.exes.get(k as usize).copied().unwrap_or(0),
+        };
+        let dur_ns = match dur {
+            WIDE => self.wide_dur.get(&key).copied().unwrap_or(0),
+            d => u64::from(d),
+        };
+        let at = |rel: u32| t_ns.saturating_add_signed(i64::from(rel) - BIAS);
+        let done = match first {
+            NOT_DONE => Done::NONE,
+            WIDE => self.wide_done.get(&key).copied().unwrap_or(Done::NONE),
+            f => Done::new(at(f), at(last)),
+        };
+        let launch = Launch {
+            event,
+            t_ns,
+            dur_ns,
+            executable_id,
+            completion_tracked: exe & TRACKED != 0,
+            failed: exe & FAILED != 0,
+        };
+        (launch, done)
+    }
+
+    /// Adds a launch (not yet finished); its index.
+    pub(crate) fn push(&mut self, l: &Launch) -> u32 {
+        let i = u32::try_from(self.len()).unwrap_or(u32::MAX);
+        let exe = match self.exe_index.get(&l.executable_id) {
+            Some(&k) => k,
+            None if self.exes.len() < EXE_WIDE as usize => {
+                let k = self.exes.len() as u32;
+                self.exes.push(l.executable_id);
+                self.exe_index.insert(l.executable_id, k);
+                k
+            }
+            None => {
+                self.wide_exe.insert(i, l.executable_id);
+                EXE_WIDE
+            }
+        };
+        let flags =
+            if l.completion_tracked { TRACKED } else { 0 } | if l.failed { FAILED } else { 0 };
+        let dur = match u32::try_from(l.dur_ns) {
+            Ok(d) if d < WIDE => d,
+            _ => {
+                self.wide_dur.insert(i, l.dur_ns);
+                WIDE
+            }
+        };
+        self.t_ns.push(l.t_ns);
+        self.words
+            .push([l.event, exe | flags, dur, NOT_DONE, NOT_DONE]);
+        i
+    }
+
+    /// A completion at `t_ns` of launch `i` (the first in file order stays its first); the
+    /// launch, for its device's busy time.
+    pub(crate) fn complete(&mut self, i: u32, t_ns: u64) -> Option<Launch> {
+        let (launch, done) = self.get(i as usize)?;
+        let done = match done.first_ns() {
+            None => Done::new(t_ns, t_ns),
+            Some(first) => Done::new(first, done.last_ns().unwrap_or(first).max(t_ns)),
+        };
+        let rel = |t: u64| {
+            let r = i64::try_from(t).ok()? - i64::try_from(launch.t_ns).ok()? + BIAS;
+            u32::try_from(r).ok().filter(|&r| r < WIDE)
+        };
+        let fits = rel(done.first_ns().unwrap_or(0)).zip(rel(done.last_ns().unwrap_or(0)));
+        let w = self.words.get_mut(i as usize)?;
+        match fits {
+            Some((first, last)) => (w[3], w[4]) = (first, last),
+            None => {
+                (w[3], w[4]) = (WIDE, WIDE);
+                self.wide_done.insert(i, done);
+            }
+        }
+        Some(launch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever the values, a launch reads back as it was put in, finished as completed.
+    #[test]
+    fn every_value_reads_back_exactly() {
+        let mut t = Launches::default();
+        let big = u64::MAX / 2;
+        let cases = [
+            (1_000, 5, 7, true, false, vec![1_500, 1_200]),
+            (2_000, 0, 7, false, true, vec![]),
+            (3_000, big, 9, true, false, vec![3_000 + 5_000_000_000]),
+            (10_000_000_000, 1, 11, true, false, vec![1, 10_000_000_005]),
+            (5, u64::from(u32::MAX), u64::MAX, true, true, vec![5, 4]),
+        ];
+        for (k, (t_ns, dur_ns, executable_id, tracked, failed, _)) in cases.iter().enumerate() {
+            let l = Launch {
+                event: k as u32 * 3,
+                t_ns: *t_ns,
+                dur_ns: *dur_ns,
+                executable_id: *executable_id,
+                completion_tracked: *tracked,
+                failed: *failed,
+            };
+            assert_eq!(t.push(&l), k as u32);
+        }
+        for (k, case) in cases.iter().enumerate() {
+            for &c in &case.5 {
+                t.complete(k as u32, c);
+            }
+        }
+        assert_eq!(t.len(), cases.len());
+        for (k, ((l, done), case)) in t.iter().zip(&cases).enumerate() {
+            assert_eq!(
+                (
+                    l.event,
+                    l.t_ns,
+                    l.dur_ns,
+                    l.executable_id,
+                    l.completion_tracked,
+                    l.failed
+                ),
+                (k as u32 * 3, case.0, case.1, case.2, case.3, case.4)
+            );
+            let want = case
+                .5
+                .first()
+                .map(|&f| (f, case.5.iter().copied().max().unwrap_or(f)));
+            assert_eq!(done.first_ns().zip(done.last_ns()), want, "launch {k}");
+            assert_eq!(t.get(k), Some((l, done)));
+        }
+        assert_eq!(t.iter().rev().count(), cases.len());
+    }
+
+    #[test]
+    fn a_column_holds_values_across_chunks() {
+        let mut c = Column::default();
+        (0..(2 * CHUNK + 3) as u64).for_each(|v| c.push(v));
+        assert_eq!(c.len(), 2 * CHUNK + 3);
+        assert_eq!(c.get(CHUNK), Some(&(CHUNK as u64)));
+        assert_eq!(c.get(2 * CHUNK + 3), None);
+        assert!(c.iter().copied().eq(0..(2 * CHUNK + 3) as u64));
+    }
+}
