@@ -397,13 +397,25 @@ fn same_site(compiles: &[CompileView], f: &Family, c: &CompileView) -> bool {
     first.is_some() && *first == c.source
 }
 
-/// The earlier member with the same program if there is one (a cache miss), else the latest.
+/// The earlier member with the same program if there is one (a cache miss), else the latest
+/// with the same parameter types (what changed is then in the program, not its inputs: a loop
+/// that alternates two batch shapes and recompiles both for each new baked-in value is told as
+/// the value changing, not as shapes churning), else the latest.
 fn nearest_sibling(compiles: &[CompileView], f: &Family, c: &CompileView) -> usize {
-    f.members
-        .iter()
-        .rev()
-        .map(|m| m.compile)
+    let earlier = || f.members.iter().rev().map(|m| m.compile);
+    let same_params = |i: usize| {
+        let (a, b) = (compiles[i].program.as_ref(), c.program.as_ref());
+        a.zip(b).is_some_and(|(a, b)| {
+            a.params.len() == b.params.len()
+                && a.params
+                    .iter()
+                    .zip(&b.params)
+                    .all(|(x, y)| x.dtype == y.dtype && x.dims == y.dims)
+        })
+    };
+    earlier()
         .find(|&i| compiles[i].same_program_key == c.same_program_key)
+        .or_else(|| earlier().find(|&i| same_params(i)))
         .unwrap_or_else(|| f.members.last().map_or(0, |m| m.compile))
 }
 

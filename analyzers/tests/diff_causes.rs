@@ -226,3 +226,74 @@ fn similarity_is_one_for_the_same_ops_and_falls_with_differences() {
     let t = input("torch_xla_item_step0.input.hlo.pb");
     assert!(a.similarity(&t) < 0.9);
 }
+
+/// A loop whose last batch of an epoch is short and whose learning rate is a baked-in constant
+/// that decays: each new rate compiles the full and the short batch's program. Each is told
+/// against the earlier member with its own parameter shapes, so the family's cause is the
+/// constant (10 of its 11 recompiles), not shapes that merely alternate.
+#[test]
+fn alternating_shapes_with_a_changing_constant_are_told_as_the_constant() {
+    use std::sync::Arc;
+    use tpuscope_analyzers::families::{CompileView, families};
+    use tpuscope_analyzers::phases::Origin;
+    let rates = [
+        optimized("jax_lr_cpu_lr0.1.optimized.hlo_with_config.pb"),
+        optimized("jax_lr_cpu_lr0.05.optimized.hlo_with_config.pb"),
+    ];
+    // x: f32[64,8] and the short f32[32,8] of each rate; a third rate made by reusing the first
+    // is a cache miss of the first (the same program).
+    let programs: Vec<Program> = [0, 1, 0]
+        .iter()
+        .flat_map(|&r| {
+            [
+                rates[r].clone(),
+                with_param_dims(&rates[r], 1, &[32, 8], None),
+            ]
+        })
+        .collect();
+    let view = |i: usize, p: &Program| CompileView {
+        run: 0,
+        event: i,
+        t_ns: i as u64,
+        at_ns: i as u64,
+        dur_ns: 1,
+        name: "jit_train_step".into(),
+        program_hash: p.exact_key,
+        program_format: "hlo_with_config".into(),
+        options_hash: 0,
+        executable_id: i as u64,
+        stack: 0,
+        source: None,
+        failed: false,
+        program: Some(Arc::new(p.clone())),
+        same_program_key: p.exact_key,
+        origin: Origin::Graph,
+        library: None,
+        before_attach: false,
+    };
+    let compiles: Vec<CompileView> = programs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| view(i, p))
+        .collect();
+    let fams = families(&compiles);
+    assert_eq!(fams.len(), 1, "one graph");
+    let f = &fams[0];
+    let told: Vec<(Option<usize>, Option<Cause>)> = f
+        .members
+        .iter()
+        .map(|m| (m.against, m.diff.as_ref().map(|d| d.cause)))
+        .collect();
+    assert_eq!(
+        told,
+        vec![
+            (None, None),
+            (Some(0), Some(Cause::ShapeChanged)),
+            (Some(0), Some(Cause::ConstantChanged)),
+            (Some(1), Some(Cause::ConstantChanged)),
+            (Some(0), Some(Cause::IdenticalProgram)),
+            (Some(1), Some(Cause::IdenticalProgram)),
+        ]
+    );
+    assert_eq!(f.cause(), Some(Cause::ConstantChanged));
+}
