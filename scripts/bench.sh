@@ -3,7 +3,7 @@
 # with PASS/MISS against the targets and saves it as JSON (target/bench/collector.json).
 #   scripts/bench.sh [--rounds N] [--steps N] [--skip-hooks] [--skip-capture] [--skip-steps]
 #                    [--skip-analyze | --analyze-only] [--skip-xla] [--skip-live] [--skip-attach]
-#                    [--skip-whatif]
+#                    [--skip-whatif] [--skip-real]
 # First, the analysis throughput: analyzers/benches/analyze.rs (read_trace, report::analyze, and
 # the two in sequence, on a generated 100 MB training trace, one core; PASS/FAIL of the sequence
 # against 100 MB/s and 1 M events/s), saved as text (target/bench/analyze.txt), and the export
@@ -15,7 +15,9 @@
 # events, wall, CPU and peak RSS, PASS/MISS against 5 s; target/bench/pod.txt), and the view
 # benchmark (scripts/bench/view.sh: the GUI's first frame on generated 1 M and 10 M event traces
 # under Xvfb, wall, CPU and peak RSS, PASS/MISS against 2 s and 500 MB; target/bench/view.txt).
-# They need no Python env.
+# They need no Python env. Then the real long trace (scripts/bench/real_trace.sh: a JAX loop
+# recorded for 180 s under tpuscope run, once, then report and view on it; target/bench/real.txt;
+# needs the JAX env; --skip-real leaves it out).
 # Parts: collector/benches/hooks.rs (ns added per hooked call, execute cost, writer ceiling),
 # scripts/bench/capture.py (cost per captured Python stack), scripts/bench/jax_step.py (step-time
 # ratio of a jitted JAX loop with and without the collector), scripts/bench/xla_ir_debug.py (the
@@ -30,7 +32,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-analyze=1 analyze_only=0 xla=1 live=1 attach=1 whatif=1 rest=()
+analyze=1 analyze_only=0 xla=1 live=1 attach=1 whatif=1 real=1 rest=()
 for a in "$@"; do
   case "$a" in
     --skip-analyze) analyze=0 ;;
@@ -39,6 +41,7 @@ for a in "$@"; do
     --skip-live) live=0 ;;
     --skip-attach) attach=0 ;;
     --skip-whatif) whatif=0 ;;
+    --skip-real) real=0 ;;
     *) rest+=("$a") ;;
   esac
 done
@@ -69,6 +72,10 @@ if [ "$analyze" = 1 ]; then
   { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/pod.sh; } | tee target/bench/pod.txt
   echo "== view: first frame of the GUI against trace length (1 M and 10 M events)" >&2
   { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/view.sh; } | tee target/bench/view.txt
+fi
+if [ "$analyze" = 1 ] && [ "$real" = 1 ]; then
+  echo "== real: report and view on a JAX loop recorded for 180 s" >&2
+  { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/real_trace.sh 180; } | tee target/bench/real.txt
 fi
 if [ "$analyze_only" = 1 ]; then exit 0; fi
 if [ "$xla" = 1 ]; then
