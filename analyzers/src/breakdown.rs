@@ -141,6 +141,15 @@ impl DeviceTiming {
     }
 }
 
+/// Splits of a run's first steps kept when it has too many to list (the GUI draws these).
+pub const KEPT_FIRST_STEPS: usize = 5000;
+/// Splits of a run's last steps kept when it has too many to list (the live view's latest).
+pub const KEPT_LAST_STEPS: usize = 1000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// One step's split.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepSplit {
@@ -184,8 +193,14 @@ pub struct RunBreakdown {
     pub phases: Vec<(Phase, TimeSplit)>,
     pub devices: Vec<DeviceBusy>,
     pub device_timing: DeviceTiming,
+    /// The steps' splits, in order: all of them, or in a run of more than
+    /// [`KEPT_FIRST_STEPS`] + [`KEPT_LAST_STEPS`] the first and the last that many and the slow
+    /// ones (what the views draw and name), so a run of days costs what a run of hours does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepSplit>,
+    /// Steps whose split `steps` leaves out (in the run's middle, none of them slow).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steps_left_out: u64,
     /// Steady steps per second of steady state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps_per_s: Option<f64>,
@@ -441,6 +456,7 @@ pub fn run_breakdown(
     let step_time = percentiles(&steady_ms);
     let steps_per_s = steady_throughput(steps, timed_spans(d));
     let slow_steps = slow_steps(d, steps, &step_splits, step_time);
+    let (step_splits, steps_left_out) = kept_splits(step_splits, &slow_steps);
     let batch = batch(d, steps).map(|b| Batch {
         samples_per_s: steps_per_s.map(|s| s * b.samples_per_step as f64),
         tokens_per_s: steps_per_s.and_then(|s| Some(s * b.tokens_per_step? as f64)),
@@ -453,11 +469,32 @@ pub fn run_breakdown(
         devices: device_busy,
         device_timing: timing,
         steps: step_splits,
+        steps_left_out,
         steps_per_s,
         step_time,
         slow_steps,
         batch,
     }
+}
+
+/// The splits a run keeps (see [`RunBreakdown::steps`]) and how many it leaves out.
+fn kept_splits(splits: Vec<StepSplit>, slow: &[SlowStep]) -> (Vec<StepSplit>, u64) {
+    let n = splits.len();
+    if n <= KEPT_FIRST_STEPS + KEPT_LAST_STEPS {
+        return (splits, 0);
+    }
+    let kept: Vec<StepSplit> = splits
+        .into_iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            *i < KEPT_FIRST_STEPS
+                || *i >= n - KEPT_LAST_STEPS
+                || slow.iter().any(|x| x.number == s.number)
+        })
+        .map(|(_, s)| s)
+        .collect();
+    let left_out = (n - kept.len()) as u64;
+    (kept, left_out)
 }
 
 /// A set of step indices, as bits.
@@ -830,6 +867,60 @@ mod tests {
         assert_eq!((b.devices[0].busy_ms * 1e6).round(), 3_000.0);
         assert_eq!((b.total.wall_ms * 1e6).round(), 10_000.0);
         assert_eq!((b.total.host_bound_ms * 1e6).round(), 7_000.0);
+    }
+
+    /// A run of more steps than a report lists keeps the first and the last splits and the
+    /// slow ones, says how many it left out, and reads the same figures off all of them.
+    #[test]
+    fn a_long_run_keeps_its_first_last_and_slow_steps() {
+        use tpuscope_core::TraceWriter;
+        use tpuscope_core::event::{Manifest, Step as Marker};
+        let n = KEPT_FIRST_STEPS + KEPT_LAST_STEPS + 500;
+        let slow_at = KEPT_FIRST_STEPS + 200;
+        let m = Manifest {
+            start_mono_ns: 1_000,
+            ..Manifest::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &m).unwrap();
+        let mut t = 1_000_000u64;
+        for i in 1..=n {
+            // Steps of 1 ms; step `slow_at` takes 10 ms.
+            t += if i == slow_at { 10_000_000 } else { 1_000_000 };
+            w.write(&Record::Step(Marker {
+                t_ns: t,
+                marker: "mark_step".into(),
+                ..Marker::default()
+            }))
+            .unwrap();
+        }
+        let t = tpuscope_core::read_trace(&w.into_inner()).unwrap();
+        let d = Digest::of(&t);
+        let steps = crate::steps::steps(&t, &d, &[]);
+        assert_eq!(steps.steps.len(), n);
+        let b = run_breakdown(0, &t, &d, &[], &steps);
+        let numbers: Vec<u32> = b.steps.iter().map(|s| s.number).collect();
+        let want: Vec<u32> = (1..=KEPT_FIRST_STEPS as u32)
+            .chain([slow_at as u32])
+            .chain((n - KEPT_LAST_STEPS + 1) as u32..=n as u32)
+            .collect();
+        assert_eq!(numbers, want);
+        assert_eq!(b.steps_left_out, (n - want.len()) as u64);
+        assert_eq!(b.slow_steps.len(), 1);
+        assert_eq!(b.slow_steps[0].number, slow_at as u32);
+        assert_eq!(b.step_time.map(|p| p.p50_ms), Some(1.0));
+        // A short run keeps every step and says nothing of it.
+        let json = serde_json::to_value(&b).unwrap();
+        assert_eq!(json["steps_left_out"], (n - want.len()) as u64);
+        let short = RunBreakdown {
+            steps_left_out: 0,
+            ..b
+        };
+        assert!(
+            serde_json::to_value(&short)
+                .unwrap()
+                .get("steps_left_out")
+                .is_none()
+        );
     }
 
     #[test]

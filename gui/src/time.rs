@@ -14,8 +14,9 @@ use tpuscope_core::Trace;
 
 use crate::analysis::Analysis;
 
-/// Steps drawn at most: past that a bar is narrower than a pixel and the chart is a smear.
-pub const MAX_BARS: usize = 5000;
+/// Steps drawn at most: past that a bar is narrower than a pixel and the chart is a smear. The
+/// report keeps every split of a run's first this many steps.
+pub const MAX_BARS: usize = tpuscope_analyzers::breakdown::KEPT_FIRST_STEPS;
 /// Width of a step's bar, in steps.
 const BAR_WIDTH: f64 = 0.8;
 /// The selected step's outline.
@@ -128,11 +129,9 @@ fn legend_ui(ui: &mut egui::Ui, run: &RunBreakdown) {
     if run.steps.iter().any(|s| !s.steady) {
         note.push_str("; faint: warm-up, before the steady state");
     }
-    if run.steps.len() > MAX_BARS {
-        note.push_str(&format!(
-            "; the first {MAX_BARS} of {} steps drawn",
-            run.steps.len()
-        ));
+    let steps = run.steps.len() as u64 + run.steps_left_out;
+    if steps > MAX_BARS as u64 {
+        note.push_str(&format!("; the first {MAX_BARS} of {steps} steps drawn"));
     }
     note.push_str(" · hover for a step's split · click a step to show it on the timeline");
     ui.weak(note);
