@@ -129,13 +129,18 @@ pub struct Digest {
 
 impl Digest {
     /// Each launch with when it finished.
-    pub fn launches_done(&self) -> impl DoubleEndedIterator<Item = (Launch, Done)> + '_ {
+    pub fn launches_done(&self) -> impl Iterator<Item = (Launch, Done)> + '_ {
         self.launches.iter()
     }
 
     /// Each launch, in file order.
-    pub fn launches(&self) -> impl DoubleEndedIterator<Item = Launch> + '_ {
+    pub fn launches(&self) -> impl Iterator<Item = Launch> + '_ {
         self.launches.iter().map(|(l, _)| l)
+    }
+
+    /// Each launch, from the last back.
+    pub fn launches_rev(&self) -> impl Iterator<Item = Launch> + '_ {
+        self.launches.iter_rev().map(|(l, _)| l)
     }
 
     /// Host-to-device transfers that succeeded and have dimensions, in file order: (time,
@@ -382,16 +387,16 @@ impl DigestBuilder {
 
     /// A completion of the `launch`-th launch, into its [`Done`] and its device's busy time.
     fn fold(&mut self, launch: u32, c: Pending) {
-        let Some(e) = self.d.launches.complete(launch, c.t_ns) else {
+        let Some((t_ns, busy)) = self.d.launches.complete(launch, c.t_ns) else {
             return;
         };
-        if !e.failed && e.completion_tracked {
+        if busy {
             let dev = c.device_index as usize;
             if self.busy.len() <= dev {
                 self.busy.resize_with(dev + 1, SpanUnion::default);
             }
             if let Some(u) = self.busy.get_mut(dev) {
-                u.push(e.t_ns, c.t_ns.max(e.t_ns));
+                u.push(t_ns, c.t_ns.max(t_ns));
             }
         }
     }

@@ -311,7 +311,7 @@ pub fn oom(trace: &Trace, d: &Digest, run: usize) -> Option<OomReport> {
         Record::Compile(c) if i < idx => Some((i, c.t_ns, c.executable_name.clone())),
         _ => None,
     });
-    let executes = d.launches().rev().filter_map(|e| {
+    let executes = d.launches_rev().filter_map(|e| {
         let i = e.event as usize;
         (i < idx).then(|| {
             let name = names
