@@ -111,10 +111,8 @@ impl Launches {
     /// Each launch with when it finished, in file order (chunk by chunk: no lookup per launch).
     pub fn iter(&self) -> impl Iterator<Item = (Launch, Done)> + '_ {
         self.t_ns
-            .chunks
             .iter()
-            .flatten()
-            .zip(self.words.chunks.iter().flatten())
+            .zip(self.words.iter())
             .enumerate()
             .map(|(i, (&t, w))| self.unpack(i, t, w))
     }

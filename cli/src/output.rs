@@ -3,8 +3,9 @@
 //!
 //! A regular file (or nothing) is written through a temporary file next to it and renamed over it
 //! on [`Output::commit`] (flushed to disk first when it replaces a file); a failed write removes
-//! the temporary file and leaves the target as it was. A character or block device, a FIFO or a socket, and `-` (stdout), are written in place:
-//! they are never replaced nor removed, also when a write fails. A symlink is followed, and the
+//! the temporary file and leaves the target as it was. A character or block device, a FIFO or a
+//! socket, and `-` (stdout), are written in place: they are never replaced nor removed, also
+//! when a write fails. A symlink is followed, and the
 //! file it leads to is what is written or replaced; the link itself stays. A dangling symlink is
 //! refused: the file it names is not one the user made or named, and may be anywhere.
 //!

@@ -31,7 +31,7 @@ EPOCH = 1500
 def loss_fn(p, x, y):
     h = jnp.tanh(x @ p["w1"] + p["b1"])
     h = jnp.tanh(h @ p["w2"] + p["b2"])
-    return jnp.mean((h @ p["w3"])[:, 0] - y) ** 2
+    return jnp.mean(((h @ p["w3"])[:, 0] - y) ** 2)
 
 
 def train_step(p, x, y, lr):
