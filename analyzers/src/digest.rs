@@ -2,8 +2,8 @@
 //! few integers each (packed, [`Launches`]), with when their devices finished them and each
 //! device's busy time (their completions folded away), the host-to-device batches as (time,
 //! shape), the memory samples folded into their series, the step markers' times, the few
-//! records the analyses need whole (compiles, host reads, errors, notes, clocks, …) with their place in the
-//! file, and the time span.
+//! records the analyses need whole (compiles, host reads, errors, notes, clocks, …) with their
+//! place in the file, and the time span.
 //!
 //! Why: a decoded record takes about 200 bytes and most of a long trace is launches, completions
 //! and transfers, of which the analyses read a few fields. A [`DigestBuilder`] takes records one
