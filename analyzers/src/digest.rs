@@ -40,6 +40,26 @@ pub fn read_stream<R: std::io::Read>(
         .collect())
 }
 
+/// About the bytes a [`DigestBuilder`] keeps of an event record of `kind` whose payload is
+/// `len` bytes long: what a live viewer that folds its stream counts against its limit
+/// (`LiveDecoder::folding`). An estimate by kind: the frame does not say, say, whether a
+/// transfer blocked on a read (kept whole) or not (a few bytes at most).
+pub fn held_bytes(kind: RecordKind, len: usize) -> u64 {
+    match kind {
+        // Its packed launch, and a run of execute numbers when threads race (vectors grow by
+        // doubling: counted at their worst).
+        RecordKind::Execute => 80,
+        // Folded into its launch and its device's busy spans.
+        RecordKind::ExecuteComplete => 0,
+        // A batch's time and shape.
+        RecordKind::Transfer => 16,
+        RecordKind::Memory => 32,
+        RecordKind::Step => 8,
+        // Kept whole: its fields and the slot it takes.
+        _ => len as u64 + 160,
+    }
+}
+
 /// An execute, as the analyses read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
@@ -174,7 +194,7 @@ impl Digest {
 
 /// Takes a run's event records one at a time, in file order (definitions, blobs and the
 /// manifest are not events: they are the trace's tables).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct DigestBuilder {
     d: Digest,
     /// A hash of each shape → its indices in `shapes` (one, unless two shapes share a hash).
@@ -197,7 +217,7 @@ pub struct DigestBuilder {
 
 /// The launches' execute numbers, as runs of consecutive numbers: one run for the launches of
 /// a thread that never raced another, so a run of millions of launches costs a few bytes.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Seqs {
     /// (first seq, first launch, launches) in launch order.
     runs: Vec<(u64, u32, u32)>,
@@ -401,6 +421,12 @@ impl DigestBuilder {
         }
     }
 
+    /// The digest of the records so far, as [`DigestBuilder::finish`] would give it now (a
+    /// live view's, while the stream goes on): costs a copy of what the builder holds.
+    pub fn snapshot(&self) -> Digest {
+        self.clone().finish()
+    }
+
     /// The digest. A completion is matched to its launch by `seq` (the collector numbers a
     /// process's executes once each): the latest launch with it when the completion comes,
     /// else the first after; one whose launch was never found by then (threads raced far
@@ -440,7 +466,7 @@ impl DigestBuilder {
 /// The union of `[start, end)` spans pushed in about start order, merged as they come: a
 /// device's busy time costs its busy periods, not its launches. Spans out of order wait in
 /// `late` for one sort at the end; empty spans add nothing.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct SpanUnion {
     /// Sorted and disjoint.
     spans: Vec<(u64, u64)>,

@@ -2,15 +2,24 @@
 //! adds for one viewer. Read here once for every view of a stream (the live view, `/metrics`).
 
 use tpuscope_core::Trace;
+
+use crate::digest::Digest;
 use tpuscope_core::event::Record;
 use tpuscope_core::live::VIEWER_LAGGED;
 
 /// Trace frames this viewer lost because it read more slowly than the workload wrote (the trace
 /// file has them): the highest total its `viewer_lagged` notes carry, 0 without any.
 pub fn viewer_lost(trace: &Trace) -> u64 {
-    trace
-        .events
-        .iter()
+    viewer_lost_in(trace.events.iter())
+}
+
+/// [`viewer_lost`] of a run's digest (notes are among the records it keeps whole).
+pub fn viewer_lost_of(d: &Digest) -> u64 {
+    viewer_lost_in(d.others().map(|(_, r)| r))
+}
+
+fn viewer_lost_in<'a>(records: impl Iterator<Item = &'a Record>) -> u64 {
+    records
         .filter_map(|r| match r {
             // Each note carries this viewer's total so far.
             Record::Note(n) if n.topic == VIEWER_LAGGED => n.message.trim().parse().ok(),
@@ -47,5 +56,6 @@ mod tests {
             .unwrap();
         }
         assert_eq!(viewer_lost(&trace(&w)), 9);
+        assert_eq!(viewer_lost_of(&Digest::of(&trace(&w))), 9);
     }
 }

@@ -13,7 +13,7 @@ use crate::phases::{Origin, Phases, origin_of_name, origin_of_stack};
 use crate::source::{SourceLoc, user_frame};
 
 /// How the steps were found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "by")]
 pub enum StepSource {
     /// Step records of the Python agent (`torch_xla.sync`, `mark_step`, `optimizer.step`, …):
@@ -25,7 +25,22 @@ pub enum StepSource {
     DominantExecutable {
         executable: String,
     },
+    #[default]
     None,
+}
+
+impl StepSource {
+    /// `marker torch_xla.sync`, `dominant executable jit_train_step`, or `none` (the report's
+    /// words).
+    pub fn label(&self) -> String {
+        match self {
+            StepSource::Marker { marker } => format!("marker {marker}"),
+            StepSource::DominantExecutable { executable } => {
+                format!("dominant executable {executable}")
+            }
+            StepSource::None => "none".into(),
+        }
+    }
 }
 
 /// One step: `[start_ns, end_ns)`.

@@ -135,6 +135,10 @@ pub struct LiveDecoder {
     /// Estimated memory of the decoded trace.
     cost: u64,
     limit: u64,
+    /// The caller takes the event records out as they come ([`LiveDecoder::take_events`]) and
+    /// folds them: an event counts towards the limit as this says the fold keeps it (by kind
+    /// and payload length); the tables (definitions, blobs, the manifest) count whole.
+    folding: Option<fn(RecordKind, usize) -> u64>,
     backlog_end: Option<u64>,
 }
 
@@ -154,7 +158,20 @@ impl LiveDecoder {
             trace_bytes: 0,
             cost: 0,
             limit: limit_bytes,
+            folding: None,
             backlog_end: None,
+        }
+    }
+
+    /// A decoder whose caller takes the event records out after each push
+    /// ([`LiveDecoder::take_events`]) and folds them: the decoder holds the trace's tables,
+    /// which count whole towards `limit_bytes`, and an event counts `held(kind, payload
+    /// length)`, what the fold keeps of it (a few dozen bytes for the launches of a loop), so
+    /// a long run streams on many times longer than the plain decoder takes it.
+    pub fn folding(limit_bytes: u64, held: fn(RecordKind, usize) -> u64) -> LiveDecoder {
+        LiveDecoder {
+            folding: Some(held),
+            ..LiveDecoder::new(limit_bytes)
         }
     }
 
@@ -281,7 +298,15 @@ impl LiveDecoder {
                         return Err(LiveError::Damaged { offset: at });
                     }
                     if control.is_none() {
-                        self.cost += (FRAME_HEADER_LEN + len) as u64 + RECORD_OVERHEAD;
+                        let whole = (FRAME_HEADER_LEN + len) as u64 + RECORD_OVERHEAD;
+                        self.cost += match (self.folding, RecordKind::from_u16(h.kind)) {
+                            (Some(held), Some(kind)) if !crate::reader::absorbs(kind) => {
+                                held(kind, len)
+                            }
+                            // Not a record this reader knows: counted, never kept.
+                            (Some(_), None) => 0,
+                            _ => whole,
+                        };
                         if self.cost > self.limit {
                             // (What fit is handed over by `push_inner`.)
                             return Err(LiveError::OverLimit {
@@ -390,6 +415,12 @@ impl LiveDecoder {
     /// The trace so far (`None` until its header arrived).
     pub fn trace(&self) -> Option<&Trace> {
         self.builder.trace()
+    }
+
+    /// Takes out the event records decoded so far, in stream order (what a folding decoder's
+    /// caller does after each push).
+    pub fn take_events(&mut self) -> Vec<Record> {
+        self.builder.take_events()
     }
 
     /// Takes the trace out as it stands.
@@ -612,5 +643,39 @@ mod tests {
         assert!(matches!(e, LiveError::OverLimit { .. }), "{e}");
         let t = d.trace().unwrap();
         assert!(t.events.len() < 1000, "{}", t.events.len());
+    }
+
+    #[test]
+    fn a_folding_decoder_holds_the_tables_to_the_limit_and_streams_events_without_end() {
+        // Ten times what the plain decoder above held: events the fold keeps nothing of never
+        // count.
+        let stream = sample(10_000);
+        let mut d = LiveDecoder::folding(64 << 10, |_, _| 0);
+        let mut taken = Vec::new();
+        for mut chunk in stream.chunks(4096) {
+            while !chunk.is_empty() {
+                let p = d.push(chunk).unwrap();
+                chunk = &chunk[p.consumed..];
+                taken.extend(d.take_events());
+            }
+        }
+        assert_eq!(taken, crate::read_trace(&stream).unwrap().events);
+        let t = d.trace().unwrap();
+        assert!(t.events.is_empty());
+        assert_eq!(t.string(1), "a string");
+        // The tables still count: a string table past the limit stops it.
+        let mut w = TraceWriter::new(Vec::new(), &Manifest::default()).unwrap();
+        for i in 0..2000 {
+            w.intern_string(&format!("a string of some length, number {i}"))
+                .unwrap();
+        }
+        let strings = w.into_inner();
+        let mut d = LiveDecoder::folding(64 << 10, |_, _| 0);
+        let e = d.push(&strings).unwrap_err();
+        assert!(matches!(e, LiveError::OverLimit { .. }), "{e}");
+        // And so do the events, as the fold says it keeps them.
+        let mut d = LiveDecoder::folding(64 << 10, |_, _| 16);
+        let e = d.push(&stream).unwrap_err();
+        assert!(matches!(e, LiveError::OverLimit { .. }), "{e}");
     }
 }

@@ -686,7 +686,7 @@ const AGENT_PATH: &str = "/tpuscope_agent/";
 /// when it is an event (the first client record is also kept in `trace.client`).
 /// Whether [`absorb`] takes records of `kind` into the trace (a client is also handed on):
 /// those are always decoded.
-fn absorbs(kind: RecordKind) -> bool {
+pub(crate) fn absorbs(kind: RecordKind) -> bool {
     use RecordKind::*;
     matches!(kind, Manifest | StringDef | StackDef | Blob | End | Client)
 }
@@ -830,6 +830,15 @@ impl TraceBuilder {
     /// The trace so far (`None` until the header has arrived).
     pub fn trace(&self) -> Option<&Trace> {
         self.trace.as_ref()
+    }
+
+    /// Takes out the event records decoded so far, in order: a reader that folds them as they
+    /// come keeps the trace's tables only.
+    pub fn take_events(&mut self) -> Vec<Record> {
+        self.trace
+            .as_mut()
+            .map(|t| std::mem::take(&mut t.events))
+            .unwrap_or_default()
     }
 
     /// Takes the trace out, marking a dangling incomplete frame as a cut.

@@ -1,5 +1,6 @@
-//! The view model: what the screen shows, built once per rebuild from the events so far and the
-//! analyzers' report. Drawing reads only this, so a frame costs nothing proportional to the trace.
+//! The view model: what the screen shows, built once per rebuild from the run so far (its
+//! digest and latest events) and the analyzers' report. Drawing reads only this, so a frame
+//! costs nothing proportional to the trace.
 
 use std::collections::BTreeMap;
 
@@ -7,13 +8,14 @@ use tpuscope_analyzers::breakdown::RunBreakdown;
 pub use tpuscope_analyzers::breakdown::{Category, Percentiles, TimeSplit};
 pub use tpuscope_analyzers::describe::EventKind;
 use tpuscope_analyzers::describe::{self, ExecutableNames};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::hbm;
 use tpuscope_analyzers::present;
 use tpuscope_analyzers::report::{
     FamilyReport, MemberReport, Report, TraceCompleteness, TraceInfo,
 };
 use tpuscope_analyzers::source::{is_framework_file, short_path};
-use tpuscope_analyzers::steps::executable_names;
+use tpuscope_analyzers::steps::{StepSource, executable_names_of};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
@@ -30,8 +32,20 @@ const LARGEST_COMPILED: usize = 5;
 /// Window over which steps/s is measured.
 pub const STEP_RATE_WINDOW_NS: u64 = 5_000_000_000;
 /// The events log looks at most this many records from the end: a stream of identical executes
-/// collapses into few lines, and the walk must stay bounded all the same.
-const EVENT_SCAN_LIMIT: usize = 20_000;
+/// collapses into few lines, and the walk must stay bounded all the same. A live view keeps
+/// this many of the latest records ([`Run::recent`]).
+pub const EVENT_SCAN_LIMIT: usize = 20_000;
+
+/// A run as the model reads it: the trace's tables, the digest of its events and its latest
+/// events. A live view folds the stream into these and never holds the whole trace.
+#[derive(Clone, Copy)]
+pub struct Run<'a> {
+    /// The trace's tables (strings, stacks, manifest, end); its `events` are not read.
+    pub trace: &'a Trace,
+    pub digest: &'a Digest,
+    /// The latest event records, oldest first: the last [`EVENT_SCAN_LIMIT`] (all when fewer).
+    pub recent: &'a [Record],
+}
 
 /// What the driver knows about the process being watched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -325,45 +339,55 @@ pub struct Model {
 }
 
 impl Model {
-    /// Builds the model: one pass over the events plus the report's (already computed) views.
+    /// Builds the model of a trace decoded whole ([`Model::build_run`] of its digest and last
+    /// events).
     pub fn build(trace: &Trace, report: Report, now_ns: Option<u64>, extra: Extra) -> Model {
+        let digest = Digest::of(trace);
+        let from = trace.events.len().saturating_sub(EVENT_SCAN_LIMIT);
+        let run = Run {
+            trace,
+            digest: &digest,
+            recent: trace.events.get(from..).unwrap_or_default(),
+        };
+        Model::build_run(run, report, now_ns, extra)
+    }
+
+    /// Builds the model from a run's digest and latest events plus the report's (already
+    /// computed) views: the work is the digest's few passes, never a walk over every record.
+    pub fn build_run(run: Run<'_>, report: Report, now_ns: Option<u64>, extra: Extra) -> Model {
+        let Run {
+            trace,
+            digest,
+            recent,
+        } = run;
         let m = trace.manifest.clone().unwrap_or_default();
         let start = m.start_mono_ns;
-        let names = executable_names(trace);
-        let step_marker = report
-            .steps
-            .detected_by
-            .strip_prefix("marker ")
-            .map(str::to_string);
-        let dominant = report
-            .steps
-            .detected_by
-            .strip_prefix("dominant executable ")
-            .map(str::to_string);
+        let names = executable_names_of(digest);
 
-        // One pass: drops, lag notes, last time, step times.
-        let mut dropped = trace.end.as_ref().map_or(0, |e| e.dropped_total);
-        let mut last_t = start;
-        let mut step_times: Vec<u64> = Vec::new();
-        for r in &trace.events {
-            if let Some(t) = r.t_ns() {
-                last_t = last_t.max(t);
-            }
-            match r {
-                Record::Dropped(d) => dropped = dropped.max(d.total),
-                Record::Step(s) if step_marker.as_deref() == Some(s.marker.as_str()) => {
-                    step_times.push(s.t_ns);
-                }
-                Record::Execute(e)
-                    if dominant.is_some()
-                        && names.get(&e.executable_id).map(String::as_str)
-                            == dominant.as_deref() =>
-                {
-                    step_times.push(e.t_ns);
-                }
-                _ => {}
-            }
-        }
+        // Drops (the records are kept whole), the last time, the step starts the report's
+        // rule found.
+        let dropped = digest
+            .others()
+            .filter_map(|(_, r)| match r {
+                Record::Dropped(d) => Some(d.total),
+                _ => None,
+            })
+            .fold(trace.end.as_ref().map_or(0, |e| e.dropped_total), u64::max);
+        let last_t = digest.last_t.map_or(start, |t| t.max(start));
+        let step_times: Vec<u64> = match &report.steps.source {
+            StepSource::Marker { marker } => digest
+                .step_marks
+                .iter()
+                .find(|(name, _)| name == marker)
+                .map(|(_, times)| times.clone())
+                .unwrap_or_default(),
+            StepSource::DominantExecutable { executable } => digest
+                .launches()
+                .filter(|l| names.get(&l.executable_id) == Some(executable))
+                .map(|l| l.t_ns)
+                .collect(),
+            StepSource::None => Vec::new(),
+        };
         let now = now_ns.unwrap_or(last_t);
 
         let header = Header {
@@ -396,10 +420,10 @@ impl Model {
                 .map(|a| a.short()),
         };
 
-        let counters = counters(trace, &report, dropped, extra.viewer_lost);
+        let counters = counters(digest, &report, dropped, extra.viewer_lost);
 
-        let memory = devices(trace, &report);
-        let events = recent_events(trace, &names, start);
+        let memory = devices(digest, &report);
+        let events = recent_events(trace, recent, &names, start);
         let findings = report
             .findings
             .iter()
@@ -448,7 +472,7 @@ impl Model {
 
 /// The live counters, from the report; `dropped` as the collector's records count it,
 /// `viewer_lost` as the driver does (the stream's own notes counted too, the larger wins).
-fn counters(trace: &Trace, report: &Report, dropped: u64, viewer_lost: u64) -> Counters {
+fn counters(digest: &Digest, report: &Report, dropped: u64, viewer_lost: u64) -> Counters {
     Counters {
         compiles: report.compiles.total,
         failed_compiles: report.compiles.failed,
@@ -459,8 +483,8 @@ fn counters(trace: &Trace, report: &Report, dropped: u64, viewer_lost: u64) -> C
         runtime_waits: report.runtime_waits,
         steps: report.steps.count,
         dropped,
-        viewer_lost: viewer_lost.max(tpuscope_analyzers::live_notes::viewer_lost(trace)),
-        events: trace.events.len() as u64,
+        viewer_lost: viewer_lost.max(tpuscope_analyzers::live_notes::viewer_lost_of(digest)),
+        events: digest.events as u64,
         errors: report.error_total(),
     }
 }
@@ -603,10 +627,12 @@ fn step_rate(times: &[u64], now: u64, run_start: u64) -> Option<f64> {
 /// One entry per device, as the report counts it ([`hbm::series`]: the allocator's numbers when
 /// the plugin reports them, else the live buffers tpuscope counted), with the newest samples for
 /// the sparkline.
-fn devices(trace: &Trace, report: &Report) -> Vec<DeviceMem> {
+fn devices(digest: &Digest, report: &Report) -> Vec<DeviceMem> {
     // The live view watches one process: the report's first (only) run.
     const RUN: usize = 0;
-    hbm::series(trace, RUN)
+    digest
+        .memory
+        .series(RUN)
         .into_iter()
         .map(|s| {
             let summary = report
@@ -779,10 +805,15 @@ fn sync_row(s: tpuscope_analyzers::syncs::SyncLine) -> SyncRow {
 
 /// The last [`EVENT_LINES`] lines of the log, worded like `tpuscope dump`, with runs of alike
 /// events (the executes of a loop) collapsed into one line. Walks from the end: bounded work.
-fn recent_events(trace: &Trace, names: &ExecutableNames, start: u64) -> Vec<EventLine> {
+fn recent_events(
+    trace: &Trace,
+    recent: &[Record],
+    names: &ExecutableNames,
+    start: u64,
+) -> Vec<EventLine> {
     // (line, the line of its single event).
     let mut out: Vec<(EventLine, String)> = Vec::new();
-    for r in trace.events.iter().rev().take(EVENT_SCAN_LIMIT) {
+    for r in recent.iter().rev().take(EVENT_SCAN_LIMIT) {
         // A completion per device per execute: the execute line already says it ran.
         if matches!(r, Record::ExecuteComplete(_)) {
             continue;

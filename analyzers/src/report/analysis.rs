@@ -755,14 +755,9 @@ pub(super) fn steps_report(traces: &[&Trace], all: &[Steps]) -> StepsReport {
     let mut syncs = Vec::new();
     for (run, (steps, trace)) in all.iter().zip(traces).enumerate() {
         let t0 = trace.manifest.as_ref().map_or(0, |m| m.start_mono_ns);
-        if run == 0 || r.detected_by == "none" {
-            r.detected_by = match &steps.source {
-                StepSource::Marker { marker } => format!("marker {marker}"),
-                StepSource::DominantExecutable { executable } => {
-                    format!("dominant executable {executable}")
-                }
-                StepSource::None => "none".into(),
-            };
+        if run == 0 || r.source == StepSource::None {
+            r.detected_by = steps.source.label();
+            r.source = steps.source.clone();
         }
         r.count += steps.steps.len() as u64;
         r.graph_fragments_per_step = r

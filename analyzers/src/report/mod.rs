@@ -293,8 +293,13 @@ pub struct MemberReport {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct StepsReport {
     pub count: u64,
-    /// `marker torch_xla.sync`, `dominant executable jit_train_step`, or `none`.
+    /// `marker torch_xla.sync`, `dominant executable jit_train_step`, or `none`: the words of
+    /// `source`.
     pub detected_by: String,
+    /// How the steps were found (of the first run that found any), for views; the JSON says
+    /// it in `detected_by`.
+    #[serde(skip)]
+    pub source: crate::steps::StepSource,
     /// Executable launches in the worst steady-state step.
     pub graph_fragments_per_step: u64,
     /// Host syncs in the worst steady-state step.
