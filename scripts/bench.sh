@@ -14,8 +14,11 @@
 # benchmark (scripts/bench/pod.sh: `tpuscope merge` and `report` of 16 generated hosts x 1 M
 # events, wall, CPU and peak RSS, PASS/MISS against 5 s; target/bench/pod.txt), and the view
 # benchmark (scripts/bench/view.sh: the GUI's first frame on generated 1 M and 10 M event traces
-# under Xvfb, wall, CPU and peak RSS, PASS/MISS against 2 s and 500 MB; target/bench/view.txt).
-# They need no Python env. Then the real long trace (scripts/bench/real_trace.sh: a JAX loop
+# under Xvfb, wall, CPU and peak RSS, PASS/MISS against 2 s and 500 MB; target/bench/view.txt),
+# and the long live run (scripts/bench/live_long.sh: `attach --snapshot` and the live view in
+# tmux on a fake socket that plays generated 1 M and 10 M event traces, wall, CPU, peak RSS,
+# PASS/MISS: read to the end; target/bench/live_long.txt). They need no Python env (the fake
+# socket is plain python3). Then the real long trace (scripts/bench/real_trace.sh: a JAX loop
 # recorded for 180 s under tpuscope run, once, then report and view on it; target/bench/real.txt;
 # needs the JAX env; --skip-real leaves it out).
 # Parts: collector/benches/hooks.rs (ns added per hooked call, execute cost, writer ceiling),
@@ -72,6 +75,8 @@ if [ "$analyze" = 1 ]; then
   { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/pod.sh; } | tee target/bench/pod.txt
   echo "== view: first frame of the GUI against trace length (1 M and 10 M events)" >&2
   { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/view.sh; } | tee target/bench/view.txt
+  echo "== live: attach --snapshot and the live view on a run of 1 M and 10 M events" >&2
+  { echo "machine: $(nproc) cores, $(uptime)"; scripts/bench/live_long.sh; } | tee target/bench/live_long.txt
 fi
 if [ "$analyze" = 1 ] && [ "$real" = 1 ]; then
   echo "== real: report and view on a JAX loop recorded for 180 s" >&2

@@ -160,7 +160,7 @@ pub fn attach(args: &AttachArgs) -> Result<i32> {
             })
         });
         return match (state, &attached_now) {
-            (Ok(trace), _) => print_state(args, &trace),
+            (Ok((trace, digest)), _) => print_state(args, &trace, &digest),
             // The process exited while attached: its trace was closed at exit.
             (Err(e), Some(trace)) if !alive(args.pid) => {
                 eprintln!(
@@ -169,9 +169,11 @@ pub fn attach(args: &AttachArgs) -> Result<i32> {
                     one_line(&e),
                     trace.display()
                 );
-                let t = tpuscope_core::reader::read_trace_file(trace)
-                    .with_context(|| format!("reading {}", trace.display()))?;
-                print_state(args, &t)
+                let (traces, digests) = crate::report_cmd::read_digested(trace)?;
+                match traces.first().zip(digests.first()) {
+                    Some((t, digest)) => print_state(args, t, digest),
+                    None => bail!("{}: no trace in it", trace.display()),
+                }
             }
             (Err(e), _) => Err(e),
         };
@@ -230,10 +232,22 @@ fn existing_session(pid: u32) -> Existing {
 }
 
 /// The report of `trace`: JSON with `--json`, else its counts and findings.
-fn print_state(args: &AttachArgs, trace: &tpuscope_core::Trace) -> Result<i32> {
+fn print_state(
+    args: &AttachArgs,
+    trace: &tpuscope_core::Trace,
+    digest: &tpuscope_analyzers::digest::Digest,
+) -> Result<i32> {
     let label = format!("pid {} (live)", args.pid);
     let logs = crate::torch_logs::find(None, None, Some(trace), &label);
-    let rep = report::build_one(&label, trace, logs);
+    let input = report::Input {
+        digest: Some(digest),
+        ..report::Input::new(label.clone(), trace)
+    };
+    let options = report::Options {
+        torch_logs: logs.into_iter().collect(),
+        ..report::Options::default()
+    };
+    let rep = report::build(&[input], &options);
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut v = serde_json::to_value(&rep).context("serializing the state")?;

@@ -2,7 +2,8 @@
 //! (its backlog, an end-of-backlog mark, then live frames) as it arrives, with bounded memory: a
 //! reader thread holds at most [`CHANNEL_CHUNKS`] chunks before the socket pushes back, and
 //! `tpuscope_core::live::LiveDecoder` refuses absurd frames and holds the decoded trace to
-//! `TPUSCOPE_LIVE_MAX_MB`.
+//! `TPUSCOPE_LIVE_MAX_MB`. A view that watches a run to its end folds it instead ([`Folded`]):
+//! the limit then holds the trace's tables only.
 
 use std::io::{ErrorKind, Read};
 use std::os::unix::net::UnixStream;
@@ -10,9 +11,12 @@ use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
+use std::collections::VecDeque;
+
 use anyhow::{Result, anyhow, bail};
-use tpuscope_core::Trace;
+use tpuscope_analyzers::digest::{Digest, DigestBuilder};
 use tpuscope_core::live::{LiveDecoder, LiveError};
+use tpuscope_core::{Record, Trace};
 
 /// Bytes a reader thread reads at once.
 const CHUNK: usize = 64 << 10;
@@ -39,10 +43,77 @@ pub fn connect(pid: u32) -> Result<(UnixStream, PathBuf)> {
     }
 }
 
-/// A decoder held to the user's limit (`TPUSCOPE_LIVE_MAX_MB`).
-pub fn decoder() -> Result<LiveDecoder> {
-    let limit = tpuscope_core::live::viewer_limit_bytes().map_err(|e| anyhow!(e))?;
-    Ok(LiveDecoder::new(limit))
+/// A live stream folded as it arrives: the decoder holds the trace's tables, the events go into
+/// a digest and only the latest few are kept (for the events log). What it holds grows with
+/// the run's launches (a few dozen bytes each), not with its records, and is held to the
+/// user's limit as [`tpuscope_analyzers::digest::held_bytes`] estimates it.
+pub struct Folded {
+    decoder: LiveDecoder,
+    digest: DigestBuilder,
+    /// The latest events, oldest first, at most `keep`.
+    recent: VecDeque<Record>,
+    keep: usize,
+}
+
+impl Folded {
+    /// A fold keeping the latest `keep` events, held to the user's limit
+    /// (`TPUSCOPE_LIVE_MAX_MB`).
+    pub fn new(keep: usize) -> Result<Folded> {
+        let limit = tpuscope_core::live::viewer_limit_bytes().map_err(|e| anyhow!(e))?;
+        Ok(Folded::with_limit(keep, limit))
+    }
+
+    pub fn with_limit(keep: usize, limit_bytes: u64) -> Folded {
+        Folded {
+            decoder: LiveDecoder::folding(limit_bytes, tpuscope_analyzers::digest::held_bytes),
+            digest: DigestBuilder::default(),
+            recent: VecDeque::with_capacity(keep.min(4096)),
+            keep,
+        }
+    }
+
+    /// Takes all of `bytes`; the events decoded before an error are folded too.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), LiveError> {
+        let fed = feed(&mut self.decoder, bytes);
+        self.fold_events();
+        fed
+    }
+
+    /// Takes `bytes` up to the end-of-backlog mark (as [`LiveDecoder::push`]).
+    pub fn push(&mut self, bytes: &[u8]) -> Result<tpuscope_core::live::Pushed, LiveError> {
+        let pushed = self.decoder.push(bytes);
+        self.fold_events();
+        pushed
+    }
+
+    fn fold_events(&mut self) {
+        for r in self.decoder.take_events() {
+            self.digest.push(&r);
+            if self.recent.len() == self.keep {
+                self.recent.pop_front();
+            }
+            if self.keep > 0 {
+                self.recent.push_back(r);
+            }
+        }
+    }
+
+    pub fn decoder(&self) -> &LiveDecoder {
+        &self.decoder
+    }
+
+    /// The trace's tables and the digest of its events (`None` before its header arrived).
+    pub fn finish(self) -> Option<(Trace, Digest)> {
+        let digest = self.digest.finish();
+        self.decoder.into_trace().map(|t| (t, digest))
+    }
+
+    /// The trace's tables (`None` before its header arrived), the digest of the events so far
+    /// and the latest events, oldest first.
+    pub fn so_far(&mut self) -> Option<(&Trace, Digest, &[Record])> {
+        let trace = self.decoder.trace()?;
+        Some((trace, self.digest.snapshot(), self.recent.make_contiguous()))
+    }
 }
 
 /// Takes all of `bytes` (a live view reads on past the end of the backlog).
@@ -114,28 +185,29 @@ pub fn spawn_reader(mut stream: UnixStream) -> Receiver<Chunk> {
 /// as it can be read; fails when nothing arrives for `silence` before the mark (the process is
 /// stuck, or its collector sends no mark), when the stream passes the decoder's limit, or when it
 /// ends before the mark (unless it ended with the trace's end record: the process finished
-/// meanwhile).
-pub fn snapshot(mut stream: UnixStream, silence: Duration) -> Result<Trace> {
-    let mut decoder = decoder()?;
+/// meanwhile). The stream is folded as it comes: the trace's tables and the digest of its
+/// events.
+pub fn snapshot(mut stream: UnixStream, silence: Duration) -> Result<(Trace, Digest)> {
+    let mut fold = Folded::new(0)?;
     let mut buf = vec![0u8; CHUNK];
     stream.set_read_timeout(Some(silence))?;
     loop {
         match stream.read(&mut buf) {
             Ok(0) => {
-                if let Some(why) = closed_early(&decoder) {
+                if let Some(why) = closed_early(fold.decoder()) {
                     bail!(why);
                 }
-                let complete = decoder.trace().is_some_and(|t| t.end.is_some());
+                let complete = fold.decoder().trace().is_some_and(|t| t.end.is_some());
                 if !complete {
                     bail!(
                         "the process closed the connection: the stream ended after {} bytes, before the end of its backlog",
-                        decoder.bytes_received()
+                        fold.decoder().bytes_received()
                     );
                 }
                 break;
             }
             Ok(n) => {
-                if decoder.push(buf.get(..n).unwrap_or_default())?.backlog_end {
+                if fold.push(buf.get(..n).unwrap_or_default())?.backlog_end {
                     break;
                 }
             }
@@ -143,13 +215,12 @@ pub fn snapshot(mut stream: UnixStream, silence: Duration) -> Result<Trace> {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => bail!(
                 "the process sent nothing for {} s after {} bytes, before the end of its backlog: it is stuck, or not served by this version of tpuscope's collector",
                 silence.as_secs(),
-                decoder.bytes_received()
+                fold.decoder().bytes_received()
             ),
             Err(e) => bail!("reading the stream: {e}"),
         }
     }
-    decoder
-        .into_trace()
+    fold.finish()
         .ok_or_else(|| anyhow!("the process sent no trace"))
 }
 

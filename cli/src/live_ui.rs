@@ -10,20 +10,28 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use tpuscope_analyzers::report;
-use tpuscope_core::Trace;
+use tpuscope_analyzers::digest::Digest;
+use tpuscope_analyzers::report::{self, Input};
 use tpuscope_core::event::Record;
 use tpuscope_tui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
-use tpuscope_tui::{Action, App, Extra, Model, RunState, term};
+use tpuscope_tui::{Action, App, EVENT_SCAN_LIMIT, Extra, Model, Run, RunState, term};
 
 use crate::hangup::Hangup;
 use crate::live_stream::{self, Chunk};
 use crate::torch_logs::LogCache;
 
-/// How often the model is rebuilt while events stream in: analysis costs O(trace).
+/// How often at most the model is rebuilt while events stream in.
 const REBUILD_EVERY: Duration = Duration::from_millis(500);
+/// A rebuild costs O(launches so far): the next one waits this many times as long as the last
+/// took, so that the analysis thread spends most of its time taking the stream in however
+/// long the run (the view then shows the run a few rebuilds late, never stops).
+const REBUILD_SPACING: u32 = 3;
 /// How long the loop waits for a key before looking at the stream again.
 const POLL: Duration = Duration::from_millis(100);
+/// The same while the analysis thread's queue is full and more of the stream waits: the loop
+/// hands it over as soon as there is room (a backlog of hundreds of MB comes in at the
+/// thread's pace, not at 16 chunks per [`POLL`]).
+const POLL_BUSY: Duration = Duration::from_millis(2);
 /// Redraw at least this often (uptime), even with nothing new.
 const IDLE_REDRAW: Duration = Duration::from_secs(1);
 /// Workload output lines kept for the pane (the log file has all of them).
@@ -94,9 +102,10 @@ fn now_ms(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The workload's monotonic clock now, from its latest clock anchor and the wall clock.
-fn trace_now_ns(trace: &Trace) -> Option<u64> {
-    let (mono, wall) = trace.events.iter().rev().find_map(|r| match r {
+/// The workload's monotonic clock now, from its latest clock anchor (kept whole in the
+/// digest) and the wall clock.
+fn trace_now_ns(digest: &Digest) -> Option<u64> {
+    let (mono, wall) = digest.others().rev().find_map(|(_, r)| match r {
         Record::Clock(c) => Some((c.mono_ns, c.wall_ns)),
         _ => None,
     })?;
@@ -110,23 +119,34 @@ fn trace_now_ns(trace: &Trace) -> Option<u64> {
     Some(mono.saturating_add(now_wall.saturating_sub(wall)))
 }
 
-/// The model of `trace` so far, with the report `tpuscope report` gives for the same trace
-/// (dynamo's logs joined: the run records where they go).
+/// The model of the run so far (the trace's tables, the digest of its events, its latest
+/// events), with the report `tpuscope report` gives for the same trace (dynamo's logs joined:
+/// the run records where they go).
 fn build_model(
-    trace: &Trace,
+    run: Run<'_>,
     label: &str,
     state: RunState,
     output: &[String],
     logs: &mut LogCache,
 ) -> Model {
-    let rep = report::build_one(label, trace, logs.find(trace, label));
+    let input = Input {
+        digest: Some(run.digest),
+        ..Input::new(label, run.trace)
+    };
+    let rep = report::build(
+        &[input],
+        &report::Options {
+            torch_logs: logs.find(run.trace, label).into_iter().collect(),
+            ..report::Options::default()
+        },
+    );
     let now = if state == RunState::Live {
-        trace_now_ns(trace)
+        trace_now_ns(run.digest)
     } else {
         None
     };
-    Model::build(
-        trace,
+    Model::build_run(
+        run,
         rep,
         now,
         Extra {
@@ -144,6 +164,11 @@ struct Rebuilder {
     jobs: SyncSender<ToModel>,
     done: Receiver<FromModel>,
     busy: bool,
+    /// When the model being built was asked for.
+    asked: Instant,
+    /// The least time from one request to the next: [`REBUILD_EVERY`], or
+    /// [`REBUILD_SPACING`] times what the last rebuild took.
+    gap: Duration,
 }
 
 enum ToModel {
@@ -170,7 +195,7 @@ impl Rebuilder {
         let (jobs, job_rx) = mpsc::sync_channel::<ToModel>(live_stream::CHANNEL_CHUNKS);
         let (done_tx, done) = mpsc::channel();
         let label = label.to_string();
-        let mut decoder = live_stream::decoder()?;
+        let mut fold = live_stream::Folded::new(EVENT_SCAN_LIMIT)?;
         // Read on this thread, like the analysis: the event loop never waits on the logs.
         let mut logs = LogCache::default();
         std::thread::Builder::new()
@@ -180,7 +205,7 @@ impl Rebuilder {
                 for job in job_rx {
                     let reply = match job {
                         ToModel::Data(_) if broken => continue,
-                        ToModel::Data(d) => match live_stream::feed(&mut decoder, &d) {
+                        ToModel::Data(d) => match fold.feed(&d) {
                             Ok(()) => continue,
                             Err(e) => {
                                 // What was decoded stays on screen.
@@ -188,13 +213,18 @@ impl Rebuilder {
                                 FromModel::Broken(e.to_string())
                             }
                         },
-                        ToModel::Closed => match live_stream::closed_early(&decoder) {
+                        ToModel::Closed => match live_stream::closed_early(fold.decoder()) {
                             Some(why) => FromModel::Broken(why),
                             None => continue,
                         },
                         ToModel::Build { state, output } => {
-                            FromModel::Model(decoder.trace().map(|t| {
-                                Box::new(build_model(t, &label, state, &output, &mut logs))
+                            FromModel::Model(fold.so_far().map(|(trace, digest, recent)| {
+                                let run = Run {
+                                    trace,
+                                    digest: &digest,
+                                    recent,
+                                };
+                                Box::new(build_model(run, &label, state, &output, &mut logs))
                             }))
                         }
                     };
@@ -208,6 +238,8 @@ impl Rebuilder {
             jobs,
             done,
             busy: false,
+            asked: Instant::now(),
+            gap: REBUILD_EVERY,
         })
     }
 
@@ -234,6 +266,9 @@ impl Rebuilder {
             output: output.to_vec(),
         };
         self.busy = self.jobs.try_send(job).is_ok();
+        if self.busy {
+            self.asked = Instant::now();
+        }
     }
 
     /// What the thread has to say, if anything yet.
@@ -242,6 +277,7 @@ impl Rebuilder {
             Ok(r) => {
                 if matches!(r, FromModel::Model(_)) {
                     self.busy = false;
+                    self.gap = REBUILD_EVERY.max(self.asked.elapsed() * REBUILD_SPACING);
                 }
                 Some(r)
             }
@@ -391,7 +427,7 @@ fn run_loop(
             }
             _ => {}
         }
-        let due = last_rebuild.is_none_or(|t| t.elapsed() >= REBUILD_EVERY);
+        let due = last_rebuild.is_none_or(|t| t.elapsed() >= rebuilder.gap);
         if feed.new_data && due && !app.paused() && !rebuilder.busy {
             let state = if feed.ended || exited.is_some() {
                 RunState::Ended
@@ -419,7 +455,8 @@ fn run_loop(
             last_draw = Instant::now();
             need_draw = false;
         }
-        let key = match event::poll(POLL).and_then(|ready| ready.then(event::read).transpose()) {
+        let wait = if feed.held.is_some() { POLL_BUSY } else { POLL };
+        let key = match event::poll(wait).and_then(|ready| ready.then(event::read).transpose()) {
             Ok(k) => k,
             Err(_) => {
                 hangup.mark_lost();
@@ -520,6 +557,7 @@ pub(crate) fn parent_of(pid: u32) -> Option<u32> {
 mod tests {
     use super::*;
     use tpuscope_analyzers::report::FindingKind;
+    use tpuscope_core::Trace;
 
     /// Queues bytes, waiting while the thread's queue is full.
     fn push_all(r: &Rebuilder, mut bytes: Vec<u8>) {
@@ -568,17 +606,56 @@ mod tests {
         }
         let model = next_model(&mut r).unwrap();
         assert!(!r.busy);
-        let here = build_model(
+        // The trace decoded whole, its model built as `tpuscope report` and the replay do: the
+        // fold of the stream shows the same thing.
+        let here = Model::build(
             &trace,
-            "pid 1",
-            RunState::Ended,
-            &out,
-            &mut LogCache::default(),
+            report::build_one("pid 1", &trace, None),
+            None,
+            Extra {
+                viewer_lost: 0,
+                state: RunState::Ended,
+                output: out.to_vec(),
+            },
         );
-        assert_eq!(model.counters, here.counters);
-        assert_eq!(model.findings, here.findings);
+        assert_eq!(*model, here);
         assert_eq!(model.output, ["out"]);
         assert!(model.counters.compiles > 0);
+        assert!(!model.events.is_empty());
+    }
+
+    #[test]
+    fn a_run_longer_than_the_viewer_limit_streams_on_to_its_end() {
+        // A loop of 200k launches through a viewer limit of 24 MiB: the plain decoder, which
+        // holds every record (~150 bytes each here), stops; the fold, which holds a few dozen
+        // bytes a launch, reads it all.
+        use tpuscope_core::event::{Execute, Manifest};
+        let mut w = tpuscope_core::TraceWriter::new(Vec::new(), &Manifest::default()).unwrap();
+        for i in 0..200_000u64 {
+            w.write(&Record::Execute(Execute {
+                t_ns: i + 1,
+                seq: i,
+                ..Default::default()
+            }))
+            .unwrap();
+        }
+        let bytes = w.into_inner();
+        let trace = tpuscope_core::read_trace(&bytes).unwrap();
+        let limit = 24 << 20;
+        let mut whole = tpuscope_core::live::LiveDecoder::new(limit);
+        assert!(live_stream::feed(&mut whole, &bytes).is_err());
+        let mut fold = live_stream::Folded::with_limit(EVENT_SCAN_LIMIT, limit);
+        for piece in bytes.chunks(4096) {
+            fold.feed(piece).unwrap();
+        }
+        let (tables, digest, recent) = fold.so_far().unwrap();
+        assert!(tables.events.is_empty());
+        assert_eq!(digest.events, trace.events.len());
+        assert_eq!(digest.launches.len(), 200_000);
+        assert_eq!(
+            recent,
+            &trace.events[trace.events.len() - EVENT_SCAN_LIMIT..]
+        );
     }
 
     /// What `tpuscope report` finds in a trace file, dynamo's logs found its way.

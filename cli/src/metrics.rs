@@ -24,9 +24,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use tpuscope_analyzers::report;
-use tpuscope_core::live::LiveDecoder;
 
-use crate::live_stream::{self, Chunk};
+use crate::live_stream::{self, Chunk, Folded};
 use crate::torch_logs::LogCache;
 use series::{Monotonic, ProcMetrics, ProcState};
 
@@ -194,7 +193,8 @@ fn hostname() -> String {
 /// One watched process.
 struct Proc {
     rx: Option<Receiver<Chunk>>,
-    decoder: LiveDecoder,
+    /// The stream folded: its tables and the digest of its events.
+    fold: Folded,
     running: bool,
     new_data: bool,
     last_analysis: Option<Instant>,
@@ -210,7 +210,7 @@ impl Proc {
             match rx.try_recv() {
                 Ok(Chunk::Data(d)) => {
                     self.new_data = true;
-                    if live_stream::feed(&mut self.decoder, &d).is_err() {
+                    if self.fold.feed(&d).is_err() {
                         // Not a trace (or a newer major version): keep what was understood.
                         self.stop();
                         return;
@@ -239,14 +239,22 @@ impl Proc {
         {
             return;
         }
-        let Some(trace) = self.decoder.trace() else {
+        let Some((trace, digest, _)) = self.fold.so_far() else {
             return;
         };
         // The report `tpuscope report` gives for this trace: dynamo's logs joined (read on
         // this scrape, from the cache: only what the run appended since the last one).
         let label = format!("pid {pid}");
-        let rep = report::build_one(&label, trace, self.logs.find(trace, &label));
-        if let Some(m) = ProcMetrics::from_analysis(trace, &rep) {
+        let input = report::Input {
+            digest: Some(&digest),
+            ..report::Input::new(label.clone(), trace)
+        };
+        let options = report::Options {
+            torch_logs: self.logs.find(trace, &label).into_iter().collect(),
+            ..report::Options::default()
+        };
+        let rep = report::build(&[input], &options);
+        if let Some(m) = ProcMetrics::from_analysis(trace, &digest, &rep) {
             self.metrics = Some(m);
         }
         self.new_data = false;
@@ -261,7 +269,7 @@ struct State {
     procs: BTreeMap<u32, Proc>,
     last_scan: Option<Instant>,
     guard: Monotonic,
-    /// The most decoded trace held per process (`TPUSCOPE_LIVE_MAX_MB`).
+    /// The most of a trace's tables held per process (`TPUSCOPE_LIVE_MAX_MB`).
     limit: u64,
 }
 
@@ -293,7 +301,8 @@ impl State {
                     pid,
                     Proc {
                         rx: Some(live_stream::spawn_reader(stream)),
-                        decoder: LiveDecoder::new(self.limit),
+                        // The events log is not shown here: no latest events kept.
+                        fold: Folded::with_limit(0, self.limit),
                         running: true,
                         new_data: false,
                         last_analysis: None,
@@ -384,7 +393,7 @@ mod tests {
         let (bytes, logs) = live_stream::testing::graph_break_stream();
         let mut p = Proc {
             rx: None,
-            decoder: LiveDecoder::new(1 << 30),
+            fold: live_stream::Folded::with_limit(0, 1 << 30),
             running: false,
             new_data: true,
             last_analysis: None,
@@ -392,7 +401,7 @@ mod tests {
             logs: LogCache::default(),
         };
         for piece in bytes.chunks(4096) {
-            live_stream::feed(&mut p.decoder, piece).unwrap();
+            p.fold.feed(piece).unwrap();
         }
         p.analyse_if_due(7);
         let m = p.metrics.as_ref().unwrap();

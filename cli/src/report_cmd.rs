@@ -229,7 +229,7 @@ fn read_traces(path: &Path) -> Result<Vec<tpuscope_core::Trace>> {
 
 /// Each segment's tables (no events) and the digest of its events, read as they stream by: the
 /// events are never held. The hosts of a merged file are read on all cores.
-fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)> {
+pub(crate) fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)> {
     use tpuscope_analyzers::digest::DigestBuilder;
     let read_error = |e| crate::dump::read_error(path, e);
     if let Some(ranges) = tpuscope_core::stream::segment_ranges(path).map_err(read_error)? {

@@ -5,7 +5,8 @@
 //! - `attach --snapshot` answers on a process that is never quiet (the bound here is loose; the
 //!   real figure is in `scripts/bench/live_viewers.py`);
 //! - a socket that floods valid frames or garbage keeps the client's memory bounded, and the
-//!   client says one line; a socket that closes at once is said so.
+//!   client says one line; a socket that closes at once is said so;
+//! - a backlog longer than the viewer limit allows decoded whole is read to its end (folded).
 //!
 //! The socket directory is a private `XDG_RUNTIME_DIR`, so other tests' workloads do not show up.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -342,6 +343,34 @@ fn a_socket_that_closes_at_once_is_said_so() {
     let (out, _) = fake.attach(&[]);
     let line = one_line(&out);
     assert!(line.contains("the process closed the connection"), "{line}");
+}
+
+#[test]
+fn a_snapshot_of_a_run_longer_than_the_viewer_limit_reads_it_to_its_end() {
+    // 300k launches through a 32 MiB limit: held decoded (~140 bytes a record here) they pass
+    // it; folded (what the digest keeps of a launch) they do not.
+    let mut stream = header();
+    for _ in 0..300_000 {
+        stream.extend(frame(18, &[0x08, 0x01]));
+    }
+    let backlog = stream.len() as u64;
+    stream.extend(tpuscope_core::live::backlog_end_frame(backlog));
+    let fake = FakeSocket::start(stream, Then::Close);
+    let out = Command::new(tpuscope())
+        .args([
+            "attach",
+            &std::process::id().to_string(),
+            "--snapshot",
+            "--json",
+        ])
+        .env("XDG_RUNTIME_DIR", fake.xdg.path())
+        .env("TPUSCOPE_LIVE_MAX_MB", "32")
+        .output()
+        .unwrap();
+    fake.stop.store(true, Ordering::Relaxed);
+    assert!(out.status.success(), "{}", show(&out));
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(state["traces"][0]["events"], 300_000, "{}", show(&out));
 }
 
 #[test]

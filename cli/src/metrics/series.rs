@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use tpuscope_analyzers::breakdown::{Category, Percentiles, RunBreakdown};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::report::{FindingKind, Report};
 use tpuscope_core::Trace;
 
@@ -67,7 +68,8 @@ pub struct ProcMetrics {
 impl ProcMetrics {
     /// `None` until the manifest (the stream's first record) has arrived: without it there is no
     /// host or process index to label the series with.
-    pub fn from_analysis(trace: &Trace, report: &Report) -> Option<ProcMetrics> {
+    /// `trace` holds the tables, `digest` stands for its events.
+    pub fn from_analysis(trace: &Trace, digest: &Digest, report: &Report) -> Option<ProcMetrics> {
         let m = trace.manifest.as_ref()?;
         let info = report.traces.first();
         let mut recompiles: BTreeMap<(String, String), u64> = BTreeMap::new();
@@ -139,8 +141,8 @@ impl ProcMetrics {
                 .collect(),
             dropped_events: info.map_or(0, |t| t.dropped_events),
             errors: report.error_total(),
-            records: trace.events.len() as u64,
-            frames_lost: tpuscope_analyzers::live_notes::viewer_lost(trace),
+            records: digest.events as u64,
+            frames_lost: tpuscope_analyzers::live_notes::viewer_lost_of(digest),
         })
     }
 

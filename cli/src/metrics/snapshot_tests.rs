@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::report;
 
 use super::series::{self, ProcMetrics, ProcState};
@@ -31,7 +32,7 @@ fn exposition_of_sample_traces() {
         let label = format!("pid {pid}");
         let logs = crate::torch_logs::find(None, Some(&path), Some(&trace), &label);
         let rep = report::build_one(&label, &trace, logs);
-        let metrics = ProcMetrics::from_analysis(&trace, &rep).unwrap();
+        let metrics = ProcMetrics::from_analysis(&trace, &Digest::of(&trace), &rep).unwrap();
         let text = text::encode(&series::families(
             "endpoint-host",
             &[ProcState {
@@ -63,7 +64,7 @@ fn time_series_add_up_to_the_wall_time() {
             .join(rel);
         let trace = tpuscope_core::read_trace_file(&path).unwrap();
         let rep = report::build_one("t", &trace, None);
-        let metrics = ProcMetrics::from_analysis(&trace, &rep).unwrap();
+        let metrics = ProcMetrics::from_analysis(&trace, &Digest::of(&trace), &rep).unwrap();
         let fams = series::families(
             "h",
             &[ProcState {
