@@ -18,13 +18,9 @@ use crate::source::{SourceLoc, user_frame};
 pub enum StepSource {
     /// Step records of the Python agent (`torch_xla.sync`, `mark_step`, `optimizer.step`, …):
     /// each marks the end of a step.
-    Marker {
-        marker: String,
-    },
+    Marker { marker: String },
     /// No markers: each run of the most executed executable starts a step.
-    DominantExecutable {
-        executable: String,
-    },
+    DominantExecutable { executable: String },
     #[default]
     None,
 }

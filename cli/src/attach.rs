@@ -7,7 +7,7 @@
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -128,10 +128,26 @@ pub fn attach(args: &AttachArgs) -> Result<i32> {
         Existing::Own | Existing::Attached { .. } => None,
         Existing::None => Some(inject::attach_in_place(args)?),
     };
+    let (trace, holder) = attached_now.unzip();
+    let result = watch(args, duration, trace.as_deref());
+    // A session started here ends here: its trace is closed when this command returns.
+    if let (Some(holder), Some(trace)) = (holder, &trace) {
+        holder.end_session(args.pid, trace);
+    }
+    result
+}
+
+/// The live view, or the state once (`--snapshot`, or without a terminal); `attached_now` is
+/// the trace of the session this command started, if it did.
+fn watch(
+    args: &AttachArgs,
+    duration: Option<Duration>,
+    attached_now: Option<&Path>,
+) -> Result<i32> {
     // A viewer sees the trace as flushed when it connects, then what follows: a snapshot or a
     // report at the end connects at the end.
     let connect = || -> Result<UnixStream> {
-        match &attached_now {
+        match attached_now {
             Some(_) => inject::connect(args.pid),
             None => live_stream::connect(args.pid).map(|(s, _)| s),
         }
@@ -159,7 +175,7 @@ pub fn attach(args: &AttachArgs) -> Result<i32> {
                 )
             })
         });
-        return match (state, &attached_now) {
+        return match (state, attached_now) {
             (Ok((trace, digest)), _) => print_state(args, &trace, &digest),
             // The process exited while attached: its trace was closed at exit.
             (Err(e), Some(trace)) if !alive(args.pid) => {
@@ -197,6 +213,16 @@ enum Existing {
     Attached { owner: u32 },
 }
 
+/// The `tpuscope attach` behind a session's owner: the owner is its `__attach-hold` child.
+fn attach_of(owner: u32) -> u32 {
+    let hold = std::fs::read(format!("/proc/{owner}/cmdline"))
+        .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == b"__attach-hold"));
+    match crate::live_ui::parent_of(owner) {
+        Some(parent) if hold => parent,
+        _ => owner,
+    }
+}
+
 /// Asks the process's live socket what records it. A session whose `tpuscope attach` has gone
 /// is ending (its trace being closed, its socket about to go): waited for, at most
 /// [`SESSION_END_WAIT`], so that attaching again right after a detach works.
@@ -216,7 +242,7 @@ fn existing_session(pid: u32) -> Existing {
                 Some(m) if m.role != "attach" => return Existing::Own,
                 Some(m) if m.attach_owner_pid == 0 || alive(m.attach_owner_pid) => {
                     return Existing::Attached {
-                        owner: m.attach_owner_pid,
+                        owner: attach_of(m.attach_owner_pid),
                     };
                 }
                 // Its tpuscope is gone: the session is ending.

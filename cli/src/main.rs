@@ -76,6 +76,10 @@ enum Cmd {
     WhatifTopology(whatif::topology::CheckArgs),
     /// Merge the traces of one job's hosts into one file, aligned on their wall clocks.
     Merge(merge_cmd::MergeArgs),
+    /// Internal (attach): lives until its standard input closes. An attach session in place
+    /// ends when this process exits, so `tpuscope attach` can end it and wait for the trace.
+    #[command(name = "__attach-hold", hide = true)]
+    AttachHold,
 }
 
 fn main() -> ExitCode {
@@ -108,6 +112,11 @@ fn main() -> ExitCode {
         Cmd::WhatifTopology(args) => whatif::topology::check_cmd(args),
         Cmd::Whatif(args) => whatif::whatif(args),
         Cmd::Merge(args) => merge_cmd::merge(args),
+        Cmd::AttachHold => {
+            // Until `tpuscope attach` closes the pipe, or dies (the pipe closes with it).
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

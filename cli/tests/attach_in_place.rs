@@ -107,6 +107,11 @@ fn jax_attach_detach_and_attach_again_leaves_the_workload_unchanged() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("attached to pid"), "{err}");
+    // The session ended with the command: its trace is closed when attach returns.
+    assert!(
+        closed_trace(&first, Duration::ZERO).end.is_some(),
+        "the trace was not closed when attach returned"
+    );
 
     assert!(
         target.wait_detached(Duration::from_secs(10)),
@@ -124,6 +129,10 @@ fn jax_attach_detach_and_attach_again_leaves_the_workload_unchanged() {
         "{text}"
     );
     assert!(text.contains("attached to a process"), "{text}");
+    assert!(
+        closed_trace(&second, Duration::ZERO).end.is_some(),
+        "the trace was not closed when attach returned"
+    );
     assert!(
         target.wait_detached(Duration::from_secs(10)),
         "never detached"

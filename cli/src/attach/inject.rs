@@ -4,6 +4,7 @@
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -18,10 +19,78 @@ const INJECT_TIMEOUT: Duration = Duration::from_secs(10);
 const WAIT_POLL: Duration = Duration::from_millis(250);
 /// How long the collector's socket may take to appear after the attach returned.
 const SOCKET_WAIT: Duration = Duration::from_secs(3);
+/// How long a session may take to close its trace once `tpuscope attach` ends it.
+const CLOSE_WAIT: Duration = Duration::from_secs(10);
 
-/// Starts a session in the target; returns the trace it records to. The session's live socket
-/// is open when this returns (see [`connect`]).
-pub fn attach_in_place(args: &AttachArgs) -> Result<PathBuf> {
+/// The process a session in place watches: the session ends when it exits. A child of ours
+/// (`tpuscope __attach-hold`) that lives until we close its standard input, or die: ending the
+/// session is then ours to do, and to wait for, before we exit.
+pub struct Holder {
+    child: Child,
+}
+
+impl Holder {
+    fn start() -> Result<Holder> {
+        let exe = std::env::current_exe().context("cannot find tpuscope's own executable")?;
+        let child = Command::new(exe)
+            .arg("__attach-hold")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot start the process an attach session watches")?;
+        Ok(Holder { child })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Ends the session in `pid` and waits until its trace is closed: a viewer connected
+    /// before the end is sent the rest of the trace, its end record last, and then the end of
+    /// the stream (at most [`CLOSE_WAIT`]). Says so when the wait runs out; nothing to wait for
+    /// when the process is gone or its session ended already.
+    pub fn end_session(mut self, pid: u32, trace: &Path) {
+        let viewer = UnixStream::connect(tpuscope_core::live::socket_path(pid)).ok();
+        self.release();
+        let Some(mut viewer) = viewer else { return };
+        let deadline = Instant::now() + CLOSE_WAIT;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || viewer.set_read_timeout(Some(left)).is_err() {
+                break;
+            }
+            match std::io::Read::read(&mut viewer, &mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        eprintln!(
+            "tpuscope: process {pid} is still closing its trace {} ({} s after the detach); it ends on its own",
+            trace.display(),
+            CLOSE_WAIT.as_secs()
+        );
+    }
+
+    /// Closes the holder's input and reaps it.
+    fn release(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Starts a session in the target; returns the trace it records to and the process whose exit
+/// ends it. The session's live socket is open when this returns (see [`connect`]).
+pub fn attach_in_place(args: &AttachArgs) -> Result<(PathBuf, Holder)> {
     let pid = args.pid;
     tpuscope_inject::check_target(pid).map_err(|e| anyhow!(e))?;
     let plugin = choose_plugin(pid, args)?;
@@ -30,11 +99,12 @@ pub fn attach_in_place(args: &AttachArgs) -> Result<PathBuf> {
     let out = trace_path(args.out.as_deref(), pid)?;
     // For the trace's manifest; the agent confirms it later.
     let frontend = crate::ps::frontend_from_maps(pid);
+    let holder = Holder::start()?;
     let mut request = format!(
         "plugin={}\nout={}\nowner={}\ncollector={}\n",
         plugin.display(),
         out.display(),
-        std::process::id(),
+        holder.pid(),
         collector.display()
     );
     if let Some(a) = &agent {
@@ -79,7 +149,7 @@ pub fn attach_in_place(args: &AttachArgs) -> Result<PathBuf> {
         done.stall.as_secs_f64() * 1e3,
         trace.display()
     );
-    Ok(trace)
+    Ok((trace, holder))
 }
 
 /// The plugin to hook: `--plugin`, else the only one the process mapped. With `--wait`, waits
