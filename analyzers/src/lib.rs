@@ -15,6 +15,7 @@ pub mod diff;
 pub mod digest;
 pub mod families;
 pub mod flame;
+pub mod frontend;
 pub mod hbm;
 pub mod hlo_text;
 pub mod hosts;

@@ -7,6 +7,7 @@
 //! eager ops compile once per distinct shape. Counting those as recompiles buries the one
 //! family that hurts under dozens that do not.
 
+use crate::frontend::Frontend;
 use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 
@@ -78,8 +79,8 @@ pub fn origin_of_stack(trace: &Trace, stack: u32) -> Option<Origin> {
 /// an eager aten op's program `tt_jit_<op>` (`tt_jit_zeros_like`, `tt_jit_foreach_addcdiv_`)
 /// and a `torch.compile` graph after a source location (`tt_jit_export_L589C0_…`). Its
 /// compiles run on a worker thread with no Python stack, so the name is what there is.
-pub fn origin_of_name(frontend: &str, name: &str) -> Option<Origin> {
-    if frontend != "torch_tpu" {
+pub fn origin_of_name(frontend: &Frontend, name: &str) -> Option<Origin> {
+    if *frontend != Frontend::TorchTpu {
         return None;
     }
     let rest = name.strip_prefix("tt_jit_")?;
@@ -185,7 +186,7 @@ mod tests {
 
     #[test]
     fn torch_tpu_names_tell_eager_ops_from_compiled_graphs() {
-        let o = |n| origin_of_name("torch_tpu", n);
+        let o = |n| origin_of_name(&Frontend::TorchTpu, n);
         assert_eq!(o("tt_jit_zeros_like"), Some(Origin::Op));
         assert_eq!(o("tt_jit_foreach_addcdiv_"), Some(Origin::Op));
         assert_eq!(
@@ -197,7 +198,7 @@ mod tests {
             Some(Origin::Graph)
         );
         assert_eq!(o("SyncTensorsGraph"), None);
-        assert_eq!(origin_of_name("jax", "tt_jit_zeros"), None);
+        assert_eq!(origin_of_name(&Frontend::Jax, "tt_jit_zeros"), None);
     }
 
     #[test]

@@ -182,8 +182,70 @@ pub fn outside_frame(trace: &Trace, stack: u32) -> Option<SourceLoc> {
     })
 }
 
-/// The whole stack as `file:line function` lines, innermost first.
-pub fn stack_lines(trace: &Trace, stack: u32) -> Vec<String> {
+/// One frame of a Python stack: where it is, and whether it is the user's code (not a
+/// frontend's, an installed library's or Python's: [`is_framework_file`]), decided here once for
+/// every view. In JSON it is the line `file:line function`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StackFrame {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+    pub user: bool,
+}
+
+impl StackFrame {
+    pub fn new(file: String, line: u32, function: String) -> StackFrame {
+        let user = !is_framework_file(&file);
+        StackFrame {
+            file,
+            line,
+            function,
+            user,
+        }
+    }
+
+    /// `dir/file.py:33 function`: the short form a view shows.
+    pub fn short(&self) -> String {
+        format!("{}:{} {}", short_path(&self.file), self.line, self.function)
+            .trim_end()
+            .to_string()
+    }
+
+    /// Reads back the JSON's line (`file:line function`); `None` when it is not one.
+    pub fn parse(line: &str) -> Option<StackFrame> {
+        let (place, function) = line.rsplit_once(' ')?;
+        let (file, no) = place.rsplit_once(':')?;
+        Some(StackFrame::new(
+            file.to_string(),
+            no.parse().ok()?,
+            function.to_string(),
+        ))
+    }
+}
+
+/// `file:line function`, the file's path whole.
+impl std::fmt::Display for StackFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} {}", self.file, self.line, self.function)
+    }
+}
+
+impl Serialize for StackFrame {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for StackFrame {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<StackFrame, D::Error> {
+        let line = String::deserialize(d)?;
+        StackFrame::parse(&line)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a stack frame: {line:?}")))
+    }
+}
+
+/// The whole stack, innermost first.
+pub fn stack_frames(trace: &Trace, stack: u32) -> Vec<StackFrame> {
     trace
         .stacks
         .get(&stack)
@@ -191,11 +253,10 @@ pub fn stack_lines(trace: &Trace, stack: u32) -> Vec<String> {
             def.frames
                 .iter()
                 .map(|f| {
-                    format!(
-                        "{}:{} {}",
-                        trace.string(f.file),
+                    StackFrame::new(
+                        trace.string(f.file).to_string(),
                         f.line,
-                        trace.string(f.function)
+                        trace.string(f.function).to_string(),
                     )
                 })
                 .collect()
@@ -206,6 +267,25 @@ pub fn stack_lines(trace: &Trace, stack: u32) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stack_frames_are_lines_in_json_and_short_with_their_kind_in_views() {
+        let f =
+            StackFrame::parse("/root/venv/lib/python3.11/site-packages/jax/_src/pjit.py:139 run")
+                .unwrap();
+        assert_eq!(f.short(), "_src/pjit.py:139 run");
+        assert!(!f.user);
+        let f = StackFrame::parse("/work/main/tests/workloads/jax_lr.py:36 main").unwrap();
+        assert_eq!(f.short(), "workloads/jax_lr.py:36 main");
+        assert!(f.user);
+        let json = serde_json::to_string(&f).unwrap();
+        assert_eq!(json, r#""/work/main/tests/workloads/jax_lr.py:36 main""#);
+        assert_eq!(serde_json::from_str::<StackFrame>(&json).unwrap(), f);
+        // A path with a space, a frame without a function name.
+        let f = StackFrame::new("/my code/t.py".into(), 7, String::new());
+        assert_eq!(StackFrame::parse(&f.to_string()), Some(f));
+        assert!(serde_json::from_str::<StackFrame>(r#""no place""#).is_err());
+    }
 
     #[test]
     fn framework_frames_are_recognised() {

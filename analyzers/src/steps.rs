@@ -1,5 +1,6 @@
 //! Step boundaries and what each step did.
 
+use crate::frontend::Frontend;
 use std::collections::BTreeMap;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -211,7 +212,7 @@ pub fn boundaries_of(trace: &Trace, d: &Digest) -> (StepSource, Vec<(u64, u64)>)
     let async_dispatch = trace
         .manifest
         .as_ref()
-        .is_some_and(|m| crate::report::manifest_frontend(m) == "torch_tpu");
+        .is_some_and(|m| crate::report::manifest_frontend(m) == Frontend::TorchTpu);
     let chosen = STEP_MARKERS
         .iter()
         .find_map(|m| markers.get_key_value(m))

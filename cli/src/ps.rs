@@ -238,7 +238,12 @@ pub(crate) fn read_manifest(mut s: UnixStream) -> Option<Manifest> {
 
 /// The frontend the manifest names, else the one whose package the process loaded.
 fn frontend(m: &Manifest) -> Option<String> {
-    Some(tpuscope_analyzers::report::manifest_frontend(m)).filter(|f| !f.is_empty())
+    Some(
+        tpuscope_analyzers::report::manifest_frontend(m)
+            .name()
+            .to_string(),
+    )
+    .filter(|f| !f.is_empty())
 }
 
 fn proc_cmdline(pid: u32) -> String {

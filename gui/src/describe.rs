@@ -3,7 +3,7 @@
 //! adds the window's layout (times from the trace's start, the stack with the user's frames).
 
 use tpuscope_analyzers::describe::{self, ExecutableNames};
-use tpuscope_analyzers::source::{is_framework_file, stack_lines};
+use tpuscope_analyzers::source::stack_frames;
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
@@ -48,13 +48,9 @@ pub fn details(trace: &Trace, event: usize, t0: u64, names: &ExecutableNames) ->
     if let Record::ExecuteSummary(s) = r {
         fields.push(("until".to_string(), since_start(s.t_end_ns)));
     }
-    let stack = stack_lines(trace, stack_of(r))
+    let stack = stack_frames(trace, stack_of(r))
         .into_iter()
-        .map(|l| {
-            let file = l.split(':').next().unwrap_or("");
-            let user = !is_framework_file(file);
-            (l, user)
-        })
+        .map(|f| (f.to_string(), f.user))
         .collect();
     Details {
         title: described.map_or_else(|| r.kind().name().to_string(), |d| d.line()),

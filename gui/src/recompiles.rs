@@ -11,7 +11,6 @@ use tpuscope_analyzers::families::{CompileView, compiles_and_baselines};
 use tpuscope_analyzers::hlo_text::{RowKind, SideRow, module_lines, side_by_side};
 use tpuscope_analyzers::present::{self, Block, Section};
 use tpuscope_analyzers::report::Report;
-use tpuscope_analyzers::source::is_framework_file;
 use tpuscope_analyzers::units::ms;
 
 use crate::analysis::Analysis;
@@ -271,12 +270,11 @@ pub fn tab_ui(
         egui::CollapsingHeader::new(format!("Python stack ({} frames)", m.stack.len()))
             .default_open(false)
             .show(ui, |ui| {
-                for l in &m.stack {
-                    let file = l.split(':').next().unwrap_or("");
-                    if is_framework_file(file) {
-                        ui.weak(l);
+                for f in &m.stack {
+                    if f.user {
+                        ui.label(RichText::new(f.to_string()).strong());
                     } else {
-                        ui.label(RichText::new(l).strong());
+                        ui.weak(f.to_string());
                     }
                 }
             });

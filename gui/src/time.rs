@@ -9,7 +9,7 @@ use egui_plot::{Bar, BarChart, HoverPosition, Legend, Plot, PlotPoint, PlotTrans
 
 use tpuscope_analyzers::breakdown::{Category, RunBreakdown, StepSplit};
 use tpuscope_analyzers::present;
-use tpuscope_analyzers::units::{ms, percent, plural};
+use tpuscope_analyzers::units::{ms, percent};
 use tpuscope_core::Trace;
 
 use crate::analysis::Analysis;
@@ -135,16 +135,8 @@ fn legend_ui(ui: &mut egui::Ui, run: &RunBreakdown) {
     }
     note.push_str(" · hover for a step's split · click a step to show it on the timeline");
     ui.weak(note);
-    let t = &run.device_timing;
-    if !t.complete() {
-        ui.colored_label(
-            colour(Category::Untimed),
-            format!(
-                "grey: device time unknown — {} of {} have no completion event (the frontend did not ask for one), so devices busy and host-bound cannot be told apart",
-                t.launches - t.timed,
-                plural(t.launches, "launch", "launches")
-            ),
-        );
+    if let Some(unknown) = present::device_time_unknown(&run.device_timing) {
+        ui.colored_label(colour(Category::Untimed), format!("grey: {unknown}"));
     }
 }
 

@@ -661,7 +661,7 @@ fn the_time_tab_of_a_run_without_device_timing_draws_it_unknown_and_says_why() {
     assert!(!run.device_timing.complete());
     assert!(run.steps.iter().any(|s| s.split.untimed_ms > 0.0));
     h.get_by_label_contains(&format!(
-        "grey: device time unknown — {} of {} launches have no completion event",
+        "grey: device time unknown: {} of {} launches have no completion event",
         run.device_timing.launches - run.device_timing.timed,
         run.device_timing.launches
     ));

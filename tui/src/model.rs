@@ -14,7 +14,7 @@ use tpuscope_analyzers::present;
 use tpuscope_analyzers::report::{
     FamilyReport, MemberReport, Report, TraceCompleteness, TraceInfo,
 };
-use tpuscope_analyzers::source::{is_framework_file, short_path};
+use tpuscope_analyzers::source::short_path;
 use tpuscope_analyzers::steps::{StepSource, executable_names_of};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
@@ -397,7 +397,7 @@ impl Model {
             frontend: report
                 .traces
                 .first()
-                .map(|t| t.frontend.clone())
+                .map(|t| t.frontend.name().to_string())
                 .unwrap_or_default(),
             plugin: if m.plugin_path.is_empty() {
                 String::new()
@@ -547,18 +547,7 @@ fn time_view(b: &RunBreakdown, state: RunState) -> TimeView {
             .max_by(|x, y| s.get(*x).total_cmp(&s.get(*y)))
             .unwrap_or(Category::HostBound)
     };
-    let t = &b.device_timing;
-    let untimed = (!t.complete()).then(|| {
-        if t.timed == 0 {
-            "device time unknown: no completion events".to_string()
-        } else {
-            format!(
-                "device time unknown: {} of {} launches have no completion event",
-                t.launches - t.timed,
-                t.launches
-            )
-        }
-    });
+    let untimed = present::device_time_unknown(&b.device_timing);
     TimeView {
         total: b.total,
         headline: split_words(&b.total),
@@ -768,19 +757,14 @@ fn member(m: &MemberReport) -> MemberView {
         changes,
         parameters: m.parameters.clone(),
         source: m.source.as_ref().map(ToString::to_string),
-        stack: m.stack.iter().map(|l| stack_line(l)).collect(),
-    }
-}
-
-/// `"/a/b/c/file.py:33 func"` (the analyzers' stack line) → a short frame.
-fn stack_line(line: &str) -> StackLine {
-    let (place, function) = line.rsplit_once(' ').unwrap_or((line, ""));
-    let (file, lineno) = place.rsplit_once(':').unwrap_or((place, ""));
-    StackLine {
-        text: format!("{}:{lineno} {function}", short_path(file))
-            .trim_end()
-            .to_string(),
-        user: !is_framework_file(file),
+        stack: m
+            .stack
+            .iter()
+            .map(|f| StackLine {
+                text: f.short(),
+                user: f.user,
+            })
+            .collect(),
     }
 }
 
@@ -876,16 +860,6 @@ mod tests {
         let r = step_rate(&times, 40 * 1_000_000_000, 0).unwrap_or(1.0);
         assert_eq!(r, 0.0);
         assert_eq!(step_rate(&[], 5, 0), None);
-    }
-
-    #[test]
-    fn stack_lines_split_into_short_frames() {
-        let f = stack_line("/root/venv/lib/python3.11/site-packages/jax/_src/pjit.py:139 run");
-        assert_eq!(f.text, "_src/pjit.py:139 run");
-        assert!(!f.user);
-        let f = stack_line("/work/main/tests/workloads/jax_lr.py:36 main");
-        assert_eq!(f.text, "workloads/jax_lr.py:36 main");
-        assert!(f.user);
     }
 
     #[test]

@@ -236,7 +236,7 @@ fn missing_device_timing_is_grey_and_said() {
     let mut app = app_for("torch_tpu_cache.tps");
     let screen = render(&mut app, 120, 40);
     assert!(
-        screen.contains("device time unknown: no completion events"),
+        screen.contains("device time unknown: 12 of 12 launches have no completion event"),
         "{screen}"
     );
     let bar = bar_colours(&render_buffer(&mut app, 120, 40));
@@ -248,7 +248,7 @@ fn missing_device_timing_is_grey_and_said() {
     // At 80 columns the note is still there, under the bar.
     let screen = render(&mut app, 80, 24);
     assert!(
-        screen.contains("device time unknown: no completion events"),
+        screen.contains("device time unknown: 12 of 12 launches have no completion event"),
         "{screen}"
     );
     insta::assert_snapshot!("overview_torch_tpu_cache_80x24", screen);

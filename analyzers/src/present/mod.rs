@@ -21,7 +21,7 @@ pub use execution::{errors, hosts, steps, syncs};
 pub use memory::{cache, device_line, largest_compiled, memory, oom};
 pub use outcome::{baseline, budgets, verdict};
 pub use overview::{finding, findings, header, warnings};
-pub use time::{split_line, time};
+pub use time::{device_time_unknown, split_line, time};
 
 use crate::report::Report;
 

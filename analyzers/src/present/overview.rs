@@ -1,6 +1,7 @@
 //! The top of the report: what was traced and the headline counts, the warnings, the findings.
 
 use super::{Block, Item, Line, Section, SectionId, Span, Tone};
+use crate::frontend::Frontend;
 use crate::report::{Finding, Report, TraceCompleteness};
 use crate::source::short_path;
 use crate::units::{ms, plural};
@@ -30,10 +31,9 @@ pub fn header(r: &Report) -> Section {
         } else {
             1
         };
-        let frontend = if t.frontend.is_empty() {
-            "unknown frontend"
-        } else {
-            t.frontend.as_str()
+        let frontend = match &t.frontend {
+            Frontend::Unknown => "unknown frontend",
+            f => f.name(),
         };
         let process = if t.job_id.is_empty() {
             String::new()

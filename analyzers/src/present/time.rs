@@ -2,7 +2,7 @@
 //! percentiles and the slow steps with what made them slow.
 
 use super::{Align, Block, Line, Section, SectionId, Span, Table, Tone, run_suffix};
-use crate::breakdown::{Category, RunBreakdown, TimeSplit};
+use crate::breakdown::{Category, DeviceTiming, RunBreakdown, TimeSplit};
 use crate::report::Report;
 use crate::units::{duration, ms, percent, plural};
 
@@ -11,6 +11,19 @@ const SHOWN_SHARE: f64 = 0.0005;
 
 /// `devices busy 12% · compiling 40% · host-bound 47% · blocked on reads 1.0%`: the categories
 /// of a split in headline order, with the badput ones toned when they dominate.
+/// Why a run's device time is unknown, in the words every view shows (`None` when every launch
+/// has its completion event).
+pub fn device_time_unknown(t: &DeviceTiming) -> Option<String> {
+    let untimed = t.launches.saturating_sub(t.timed);
+    (untimed > 0).then(|| {
+        format!(
+            "device time unknown: {untimed} of {} {} no completion event (the frontend did not ask for one), so the time neither compiling nor blocked is not split into devices busy and host-bound",
+            plural(t.launches, "launch", "launches"),
+            if untimed == 1 { "has" } else { "have" }
+        )
+    })
+}
+
 pub fn split_line(s: &TimeSplit) -> Line {
     if s.wall_ms <= 0.0 {
         return Line::new("no time recorded", Tone::Dim);
@@ -120,20 +133,11 @@ fn run_blocks(r: &Report, b: &RunBreakdown, s: &mut Section) {
             )),
         );
     }
-    if !b.device_timing.complete() {
-        let t = &b.device_timing;
+    if let Some(unknown) = device_time_unknown(&b.device_timing) {
         s.blocks.push(Block::Para {
             depth,
             label: None,
-            text: Line::new(
-                format!(
-                    "device time unknown: {} of {} {} no completion event (the frontend did not ask for one), so the time neither compiling nor blocked is not split into devices busy and host-bound",
-                    t.launches - t.timed,
-                    plural(t.launches, "launch", "launches"),
-                    if t.launches - t.timed == 1 { "has" } else { "have" }
-                ),
-                Tone::Warn,
-            ),
+            text: Line::new(unknown, Tone::Warn),
         });
     } else if !b.devices.is_empty() {
         let devices = b

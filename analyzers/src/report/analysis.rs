@@ -68,10 +68,7 @@ pub(crate) fn analyze_digested(
     let mut report = empty_report(runs);
     let per_run = analyze_runs(&mut report, inputs, &order, &traces, &ds, threads);
     let total_steps: usize = per_run.steps.iter().map(|s| s.steps.len()).sum();
-    let torch = report
-        .traces
-        .first()
-        .is_some_and(|t| t.frontend.starts_with("torch"));
+    let torch = report.traces.first().is_some_and(|t| t.frontend.is_torch());
     report.syncs = syncs::group(&per_run.syncs, total_steps, torch, |run, t| {
         per_run.steps.get(run).and_then(|s| s.steady_step_at(t))
     });
@@ -431,7 +428,7 @@ pub(super) fn attached(trace: &Trace, d: &Digest) -> Option<AttachedReport> {
 }
 
 /// The frontend the agent named, else the one whose package the process loaded.
-pub fn frontend_of(trace: &Trace) -> String {
+pub fn frontend_of(trace: &Trace) -> Frontend {
     trace
         .manifest
         .as_ref()
@@ -440,16 +437,15 @@ pub fn frontend_of(trace: &Trace) -> String {
 }
 
 /// [`frontend_of`] for a manifest alone (what `tpuscope ps` reads from a live stream).
-pub fn manifest_frontend(m: &tpuscope_core::event::Manifest) -> String {
+pub fn manifest_frontend(m: &tpuscope_core::event::Manifest) -> Frontend {
     if !m.frontend.is_empty() {
-        return m.frontend.clone();
+        return Frontend::from_name(&m.frontend);
     }
     let has = |p: &str| m.package_versions.iter().any(|kv| kv.key == p);
-    ["torch_tpu", "torch_xla", "jax"]
+    [Frontend::TorchTpu, Frontend::TorchXla, Frontend::Jax]
         .into_iter()
-        .find(|p| has(p))
-        .unwrap_or("")
-        .to_string()
+        .find(|f| has(f.name()))
+        .unwrap_or_default()
 }
 
 /// The warnings of one trace (`info`: what the report says of it).
@@ -554,7 +550,7 @@ pub(super) fn report_families(
                         .map(|p| p.params.iter().map(|p| p.shape()).collect())
                         .unwrap_or_default(),
                     source: c.source.clone(),
-                    stack: stack_lines(trace, c.stack),
+                    stack: stack_frames(trace, c.stack),
                     before_attach: c.before_attach,
                 }
             })

@@ -9,7 +9,7 @@ pub(super) fn explain(
     f: &Family,
     compiles: &[CompileView],
     cause: Cause,
-    frontend: &str,
+    frontend: &Frontend,
 ) -> (String, String, Option<SourceLoc>) {
     let diffs: Vec<&Diff> = f
         .members
@@ -27,7 +27,7 @@ pub(super) fn explain(
     )
     .or_else(|| compiles[f.members[0].compile].source.clone());
     let n = f.members.len();
-    let torch = frontend.starts_with("torch");
+    let torch = frontend.is_torch();
     match cause {
         Cause::ConstantChanged => constant_explanation(f, &diffs, call_site, torch),
         Cause::ShapeChanged | Cause::DtypeChanged => {

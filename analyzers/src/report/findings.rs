@@ -17,7 +17,7 @@ pub(super) const OP_SITE_FINDING_STEPS: u32 = 3;
 /// A sync line is a finding when it blocks in at least this share of the steady-state steps.
 pub(super) const SYNC_STEP_SHARE: f64 = 0.25;
 
-pub(super) fn findings(report: &Report, frontend: &str, steps: &[Steps]) -> Vec<Finding> {
+pub(super) fn findings(report: &Report, frontend: &Frontend, steps: &[Steps]) -> Vec<Finding> {
     let mut out = Vec::new();
     recompile_findings(report, &mut out);
     op_site_findings(report, frontend, &mut out);
@@ -66,7 +66,7 @@ fn recompile_findings(report: &Report, out: &mut Vec<Finding>) {
 }
 
 /// Eager op sites that keep compiling in the steady state.
-fn op_site_findings(report: &Report, frontend: &str, out: &mut Vec<Finding>) {
+fn op_site_findings(report: &Report, frontend: &Frontend, out: &mut Vec<Finding>) {
     for p in report.phases.iter().filter(|p| p.phase == Phase::Steady) {
         for o in &p.op_sites {
             if o.compiles < OP_SITE_FINDING_COMPILES
@@ -95,7 +95,7 @@ fn op_site_findings(report: &Report, frontend: &str, out: &mut Vec<Finding>) {
                     o.ops.join(", ")
                 ),
                 source: o.source.clone(),
-                suggestion: if frontend.starts_with("jax") {
+                suggestion: if frontend.is_jax() {
                     format!("each new shape compiles these ops again: move the code{at} into the jitted step (or `jax.jit` the function that holds it) and keep its shapes fixed")
                 } else {
                     format!("each new shape compiles these ops again: keep the shapes{at} fixed (pad or bucket them)")
@@ -106,7 +106,7 @@ fn op_site_findings(report: &Report, frontend: &str, out: &mut Vec<Finding>) {
 }
 
 /// Compiling outside the training loop, when it is a large share of the run.
-fn setup_compile_finding(report: &Report, frontend: &str) -> Option<Finding> {
+fn setup_compile_finding(report: &Report, frontend: &Frontend) -> Option<Finding> {
     let outside: f64 = report
         .phases
         .iter()
@@ -127,7 +127,7 @@ fn setup_compile_finding(report: &Report, frontend: &str) -> Option<Finding> {
         .map(|p| p.op_compiles)
         .sum();
     let op_part = if ops > 0 {
-        if frontend.starts_with("jax") {
+        if frontend.is_jax() {
             format!(
                 "; {ops} of them are eager ops: `jax.jit` the set-up code (e.g. `jax.jit(model.init)`) so one program replaces them"
             )
@@ -199,7 +199,7 @@ fn sync_findings(report: &Report, steps: &[Steps], out: &mut Vec<Finding>) {
 }
 
 /// Cache entries stored but compiled again in a later run, and entries that failed to load.
-fn cache_findings(report: &Report, frontend: &str, out: &mut Vec<Finding>) {
+fn cache_findings(report: &Report, frontend: &Frontend, out: &mut Vec<Finding>) {
     let c = &report.cache;
     // One finding per pair of runs, naming the graphs.
     let mut pairs: BTreeMap<(usize, usize), (Vec<&str>, u64)> = BTreeMap::new();
@@ -225,7 +225,7 @@ fn cache_findings(report: &Report, frontend: &str, out: &mut Vec<Finding>) {
             format!("run {again} tried {attempts} load(s), but compiled these anyway")
         };
         let suggestion = match (frontend, attempts) {
-            (f, 0) if f.starts_with("torch_xla") => "torch_xla 2.9 fails to deserialize its own cache entries through the PJRT C API (it logs `Deserializing serialized executable not supported`; pytorch/xla#9094): the cache only costs write time here — disable it, or use a torch_xla/plugin pair that deserializes".to_string(),
+            (Frontend::TorchXla, 0) => "torch_xla 2.9 fails to deserialize its own cache entries through the PJRT C API (it logs `Deserializing serialized executable not supported`; pytorch/xla#9094): the cache only costs write time here — disable it, or use a torch_xla/plugin pair that deserializes".to_string(),
             (_, 0) => "check that run 2 points at the same cache directory, with the same compile options and versions, and that the frontend's cache is enabled before the first compile".to_string(),
             _ => "compare the failed loads' messages (deserialize failures) and keep frontend, plugin and compile options identical between runs".to_string(),
         };

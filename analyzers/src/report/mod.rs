@@ -10,10 +10,11 @@ use crate::cache::{self, CacheReport};
 use crate::diff::{Cause, Diff};
 use crate::digest::Digest;
 use crate::families::{self, CompileView, Family};
+pub use crate::frontend::Frontend;
 use crate::hbm::{self, DeviceMemory, ExecutableMemory, OomReport};
 use crate::hosts;
 use crate::phases::{Origin, Phase};
-use crate::source::{SourceLoc, stack_lines};
+use crate::source::{SourceLoc, StackFrame, stack_frames};
 use crate::steps::{self, StepSource, Steps};
 use crate::suggest;
 use crate::syncs::{self, SyncLine, SyncView};
@@ -85,7 +86,7 @@ pub struct TraceInfo {
     pub path: String,
     pub pid: u32,
     pub host: String,
-    pub frontend: String,
+    pub frontend: Frontend,
     pub command: String,
     pub plugin: String,
     pub pjrt_api: String,
@@ -283,7 +284,8 @@ pub struct MemberReport {
     pub parameters: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLoc>,
-    pub stack: Vec<String>,
+    /// Its Python stack, innermost first.
+    pub stack: Vec<StackFrame>,
     /// Compiled before `tpuscope attach`: the program the first compile seen is compared with
     /// (`event` is its `ExecutableSeen` record; no compile time).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

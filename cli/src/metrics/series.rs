@@ -84,7 +84,7 @@ impl ProcMetrics {
             host: m.host.clone(),
             process_index: tpuscope_analyzers::hosts::process_index(trace),
             job_id: m.job_id.clone(),
-            frontend: info.map_or_else(|| m.frontend.clone(), |t| t.frontend.clone()),
+            frontend: info.map_or_else(|| m.frontend.clone(), |t| t.frontend.name().to_string()),
             platform: trace
                 .client
                 .as_ref()
