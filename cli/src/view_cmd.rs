@@ -101,7 +101,7 @@ pub fn view(args: &ViewArgs) -> Result<i32> {
         }
         None => None,
     };
-    let png = tpuscope_gui::run(ViewOptions {
+    let viewed = tpuscope_gui::run(ViewOptions {
         traces: args.traces.clone(),
         screenshot: shot.is_some(),
         follow: args.follow,
@@ -111,12 +111,13 @@ pub fn view(args: &ViewArgs) -> Result<i32> {
         whatif,
     })?;
     // Without a PNG the output is dropped unwritten: nothing it held before changes.
-    if let (Some(mut out), Some(png)) = (shot, png) {
+    if let (Some(mut out), Some(png)) = (shot, viewed.png) {
         // The output's write errors name it already.
         out.write_all(&png)?;
         out.commit()?;
     }
-    Ok(0)
+    // A trace that could not be read was said when the window opened; the exit says it too.
+    Ok(if viewed.input_failed { 2 } else { 0 })
 }
 
 /// `--whatif`: a saved report to show, or a topology to compile for at once; the tab can

@@ -195,6 +195,24 @@ fn not_a_trace_is_one_clear_line_and_nonzero() {
 }
 
 #[test]
+fn view_of_nothing_but_bad_input_is_one_line_and_nonzero_without_a_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.tps");
+    std::fs::write(&p, b"hello, this is not a trace at all").unwrap();
+    // No display: had it tried to open a window, it would say that instead.
+    let out = run_tpuscope(
+        &["view", p.to_str().unwrap()],
+        &[("DISPLAY", ""), ("WAYLAND_DISPLAY", "")],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a tpuscope trace"), "{err}");
+    assert!(!err.contains("window"), "{err}");
+}
+
+#[test]
 fn newer_format_version_is_refused_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("new.tps");

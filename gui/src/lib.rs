@@ -30,6 +30,15 @@ use eframe::egui;
 pub use app::{App, Tab};
 pub use data::Source;
 
+/// How a view ended.
+#[derive(Debug, Default)]
+pub struct Viewed {
+    /// The screenshot asked for.
+    pub png: Option<Vec<u8>>,
+    /// Some trace given could not be read (the window showed the others, and said why).
+    pub input_failed: bool,
+}
+
 /// What `tpuscope view` was asked for.
 #[derive(Clone, Debug, Default)]
 pub struct ViewOptions {
@@ -77,13 +86,18 @@ const SCREENSHOT_AFTER_FRAMES: u32 = 4;
 const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Opens the window; returns when it is closed, or with the PNG of a screenshot.
-pub fn run(opts: ViewOptions) -> anyhow::Result<Option<Vec<u8>>> {
+pub fn run(opts: ViewOptions) -> anyhow::Result<Viewed> {
     let sources = data::open_all(&opts.traces, opts.follow);
     let errors: Vec<&str> = sources.iter().filter_map(|s| s.error.as_deref()).collect();
     if opts.screenshot && !errors.is_empty() {
         // A picture of an error screen, or of some of the traces, is not what was asked for.
         return Err(anyhow!("{}; no screenshot taken", errors.join("; ")));
     }
+    if !errors.is_empty() && sources.iter().all(|s| s.trace().is_none()) {
+        // Nothing to show: a window would only repeat the error.
+        return Err(anyhow!("{}", errors.join("; ")));
+    }
+    let input_failed = !errors.is_empty();
     for e in errors {
         eprintln!("tpuscope: error: {e}");
     }
@@ -144,12 +158,13 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<Option<Vec<u8>>> {
         )
     })?;
     let result = outcome.lock().map(|mut o| o.take()).unwrap_or(None);
-    match (opts.screenshot, result) {
-        (false, _) => Ok(None),
-        (true, Some(Ok(png))) => Ok(Some(png)),
-        (true, Some(Err(e))) => Err(anyhow!(e)),
-        (true, None) => Err(anyhow!("the window closed before the screenshot was taken")),
-    }
+    let png = match (opts.screenshot, result) {
+        (false, _) => None,
+        (true, Some(Ok(png))) => Some(png),
+        (true, Some(Err(e))) => return Err(anyhow!(e)),
+        (true, None) => return Err(anyhow!("the window closed before the screenshot was taken")),
+    };
+    Ok(Viewed { png, input_failed })
 }
 
 /// A file watcher that wakes the window when a followed trace changes.
