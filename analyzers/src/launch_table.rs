@@ -8,15 +8,18 @@
 //! launch of over 4 s, a completion over 2 s away, more than 2^30 executables) is kept whole
 //! in a side table, so every value reads back exactly.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use crate::digest::{Done, Launch};
 
 /// Values appended in order and read by index, in chunks of [`CHUNK`]: growing never copies
-/// what is there, nor holds room for as many again.
+/// what is there, nor holds room for as many again. A clone shares the chunks (a live view's
+/// snapshot of a long run costs pointers); a chunk is copied only when one side changes it.
 #[derive(Clone, Debug)]
 pub(crate) struct Column<T> {
-    chunks: Vec<Vec<T>>,
+    chunks: Vec<Arc<Vec<T>>>,
     len: usize,
 }
 
@@ -32,18 +35,28 @@ impl<T> Default for Column<T> {
     }
 }
 
-impl<T> Column<T> {
+impl<T: Clone> Column<T> {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     pub(crate) fn push(&mut self, v: T) {
         match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => c.push(v),
+            Some(c) if c.len() < CHUNK => {
+                if Arc::get_mut(c).is_none() {
+                    // Shared with a snapshot: ours from now on, with room for the whole chunk.
+                    let mut own = Vec::with_capacity(CHUNK);
+                    own.extend_from_slice(c);
+                    *c = Arc::new(own);
+                }
+                if let Some(c) = Arc::get_mut(c) {
+                    c.push(v);
+                }
+            }
             _ => {
                 let mut c = Vec::with_capacity(CHUNK);
                 c.push(v);
-                self.chunks.push(c);
+                self.chunks.push(Arc::new(c));
             }
         }
         self.len += 1;
@@ -54,14 +67,12 @@ impl<T> Column<T> {
     }
 
     fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        self.chunks
-            .get_mut(i >> CHUNK_BITS)?
-            .get_mut(i & (CHUNK - 1))
+        Arc::make_mut(self.chunks.get_mut(i >> CHUNK_BITS)?).get_mut(i & (CHUNK - 1))
     }
 
     /// The values in order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        self.chunks.iter().flatten()
+        self.chunks.iter().flat_map(|c| c.iter())
     }
 }
 
@@ -291,5 +302,20 @@ mod tests {
         assert_eq!(c.get(CHUNK), Some(&(CHUNK as u64)));
         assert_eq!(c.get(2 * CHUNK + 3), None);
         assert!(c.iter().copied().eq(0..(2 * CHUNK + 3) as u64));
+        // A clone shares the chunks and keeps its values when the original changes.
+        let snapshot = c.clone();
+        assert!(Arc::ptr_eq(&c.chunks[0], &snapshot.chunks[0]));
+        c.push(7);
+        if let Some(v) = c.get_mut(1) {
+            *v = 99;
+        }
+        assert!(snapshot.iter().copied().eq(0..(2 * CHUNK + 3) as u64));
+        assert_eq!(
+            (c.get(1), c.get(2 * CHUNK + 3), c.len()),
+            (Some(&99), Some(&7), 2 * CHUNK + 4)
+        );
+        // Only the chunks changed were copied.
+        assert!(Arc::ptr_eq(&c.chunks[1], &snapshot.chunks[1]));
+        assert!(!Arc::ptr_eq(&c.chunks[0], &snapshot.chunks[0]));
     }
 }
