@@ -2,9 +2,12 @@
 
 use std::path::Path;
 
-use tpuscope_core::event::{Direction, Record};
-use tpuscope_core::{Completeness, Trace};
+use tpuscope_core::event::{Direction, Record, RecordKind};
+use tpuscope_core::stream::Skimmed;
+use tpuscope_core::wire::TransferRef;
+use tpuscope_core::{Completeness, ReadError, Trace, TraceStream};
 
+use tpuscope_analyzers::digest::{Digest, DigestBuilder};
 use tpuscope_analyzers::present;
 
 use crate::report_cmd::term::Style;
@@ -27,9 +30,39 @@ pub struct Counts {
     pub dropped: u64,
 }
 
+/// The counts of a trace decoded whole (what [`read_counted`] must agree with).
+#[cfg(test)]
 pub fn count(trace: &Trace) -> Counts {
     let mut c = Counts::default();
-    for r in &trace.events {
+    trace.events.iter().for_each(|r| c.add(r));
+    c
+}
+
+impl Counts {
+    /// One event record as a skimming reader hands it out ([`DigestBuilder::decodes`]: a
+    /// transfer comes raw).
+    fn add_skimmed(&mut self, r: &Skimmed<'_>) {
+        match r {
+            Skimmed::Decoded(r) => self.add(r),
+            Skimmed::Raw(RecordKind::Transfer, payload) => {
+                if let Some(t) = TransferRef::parse(payload) {
+                    self.transfer(t.direction);
+                }
+            }
+            Skimmed::Raw(..) => {}
+        }
+    }
+
+    fn transfer(&mut self, direction: i32) {
+        if direction == Direction::H2d as i32 {
+            self.h2d += 1;
+        } else {
+            self.d2h += 1;
+        }
+    }
+
+    fn add(&mut self, r: &Record) {
+        let c = self;
         match r {
             Record::Compile(x) => {
                 c.compiles += 1;
@@ -38,13 +71,7 @@ pub fn count(trace: &Trace) -> Counts {
             Record::Load(_) => c.loads += 1,
             Record::Execute(_) => c.executes += 1,
             Record::ExecuteSummary(s) => c.executes += s.count,
-            Record::Transfer(t) => {
-                if t.direction == Direction::H2d as i32 {
-                    c.h2d += 1;
-                } else {
-                    c.d2h += 1;
-                }
-            }
+            Record::Transfer(t) => c.transfer(t.direction),
             Record::CacheStore(_) => c.cache_stores += 1,
             Record::CacheLoad(l) => {
                 c.cache_loads += 1;
@@ -56,7 +83,23 @@ pub fn count(trace: &Trace) -> Counts {
             _ => {}
         }
     }
-    c
+}
+
+/// A trace file read as it streams by (its events never held: a long run's trace costs what
+/// its digest holds): the (first) run's tables, the digest of its events and their counts.
+pub fn read_counted(path: &Path) -> Result<(Trace, Digest, Counts), ReadError> {
+    let mut digest = DigestBuilder::default();
+    let mut counts = Counts::default();
+    let traces = TraceStream::open(path)?.skim_each(DigestBuilder::decodes, |segment, r| {
+        if segment == 0 {
+            counts.add_skimmed(&r);
+            digest.push_skimmed(r);
+        }
+    })?;
+    // A stream that read a header holds one run at least.
+    let trace = traces.into_iter().next().ok_or(ReadError::NotATrace)?;
+    let (trace, digest) = digest.finish_for(trace);
+    Ok((trace, digest, counts))
 }
 
 /// A warning line about an incomplete trace, when it is one.
@@ -75,14 +118,13 @@ pub fn completeness_warning(path: &Path, trace: &Trace) -> Option<String> {
 }
 
 pub fn print_trace_summary(path: &Path) {
-    let trace = match tpuscope_core::read_trace_file(path) {
+    let (trace, digest, c) = match read_counted(path) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("tpuscope: trace {}: {e}", path.display());
             return;
         }
     };
-    let c = count(&trace);
     let platform = trace
         .client
         .as_ref()
@@ -97,17 +139,26 @@ pub fn print_trace_summary(path: &Path) {
         "  cache stores {}, cache loads {} ({} failed), errors {}, dropped events {}",
         c.cache_stores, c.cache_loads, c.cache_load_failures, c.errors, c.dropped
     );
-    eprint!("{}", findings_text(path, &trace));
+    eprint!("{}", findings_text(path, &trace, &digest));
 }
 
 /// What `tpuscope report` would say first, worded as it says it: its warnings (a cut trace,
 /// recording stopped early…), where the time went, steps and phases, host syncs and the findings.
-fn findings_text(path: &Path, trace: &Trace) -> String {
+fn findings_text(path: &Path, trace: &Trace, digest: &Digest) -> String {
     use std::fmt::Write as _;
+    use tpuscope_analyzers::report::{self, Input, Options};
     let label = path.display().to_string();
     // dynamo's graph breaks and guard failures, when the run logged them (TORCH_TRACE).
     let logs = crate::torch_logs::find(None, Some(path), Some(trace), &label);
-    let report = tpuscope_analyzers::report::build_one(&label, trace, logs);
+    let input = Input {
+        digest: Some(digest),
+        ..Input::new(label.clone(), trace)
+    };
+    let options = Options {
+        torch_logs: logs.into_iter().collect(),
+        ..Options::default()
+    };
+    let report = report::build(&[input], &options);
     let mut o = String::new();
     for w in &report.warnings {
         let _ = writeln!(o, "  warning: {w}");
@@ -151,8 +202,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cut = dir.path().join("cut.tps");
         std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
-        let trace = tpuscope_core::read_trace_file(&cut).unwrap();
-        let text = findings_text(&cut, &trace);
+        let (trace, digest, _) = read_counted(&cut).unwrap();
+        let text = findings_text(&cut, &trace, &digest);
         assert!(text.contains(": trace cut at byte "), "{text}");
         assert!(
             text.contains("  No findings in what the trace holds"),
@@ -166,8 +217,8 @@ mod tests {
     fn findings_after_a_run_include_dynamo_graph_breaks_from_the_logs_next_to_the_trace() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/torch_trace");
         let path = root.join("graph_break_and_guard.tps");
-        let trace = tpuscope_core::read_trace_file(&path).unwrap();
-        let text = findings_text(&path, &trace);
+        let (trace, digest, _) = read_counted(&path).unwrap();
+        let text = findings_text(&path, &trace, &digest);
         assert!(text.contains(". graph_break at "), "{text}");
 
         // The same trace without its logs has no such finding.
@@ -178,7 +229,7 @@ mod tests {
         if let Some(m) = trace.manifest.as_mut() {
             m.environment.retain(|kv| !kv.key.contains("TORCH_TRACE"));
         }
-        let text = findings_text(&alone, &trace);
+        let text = findings_text(&alone, &trace, &digest);
         assert!(!text.contains(". graph_break at "), "{text}");
     }
 }

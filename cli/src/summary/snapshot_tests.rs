@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{completeness_warning, count, findings_text};
+use super::{completeness_warning, count, findings_text, read_counted};
 
 #[test]
 fn run_summary_of_sample_traces() {
@@ -21,14 +21,17 @@ fn run_summary_of_sample_traces() {
     ] {
         // Relative to the crate (the directory tests run in), as a user's path would be.
         let path = Path::new("../sample_traces").join(rel);
-        let trace = tpuscope_core::read_trace_file(&path).unwrap();
+        // Read as `tpuscope run` reads it, streaming; counted as the trace decoded whole is.
+        let (trace, digest, counts) = read_counted(&path).unwrap();
+        let whole = tpuscope_core::read_trace_file(&path).unwrap();
+        assert_eq!(counts, count(&whole), "{rel}");
         let stopped = tpuscope_analyzers::report::recording_stopped(&trace)
             .map(|s| tpuscope_analyzers::report::stopped_line(&s));
         let text = format!(
             "{:#?}\nstopped: {stopped:?}\nincomplete: {:?}\n--- findings\n{}",
-            count(&trace),
+            counts,
             completeness_warning(&path, &trace),
-            findings_text(&path, &trace)
+            findings_text(&path, &trace, &digest)
         );
         let name = format!(
             "run_summary__{}",
