@@ -190,6 +190,12 @@ impl Digest {
     pub fn others(&self) -> impl DoubleEndedIterator<Item = (usize, &Record)> {
         self.others.iter().map(|(i, r)| (*i, r))
     }
+
+    /// The `event`-th event record when it is one read whole (a compile, a host read, …).
+    pub fn other(&self, event: usize) -> Option<&Record> {
+        let i = self.others.binary_search_by_key(&event, |(e, _)| *e).ok()?;
+        self.others.get(i).map(|(_, r)| r)
+    }
 }
 
 /// Takes a run's event records one at a time, in file order (definitions, blobs and the

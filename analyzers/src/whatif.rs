@@ -332,6 +332,25 @@ impl TpuProgram {
     }
 }
 
+/// A run as what-if reads it: the trace's tables (the programs' blobs, the manifest) and the
+/// digest of its events (its compiles are among the records the digest keeps whole), so a long
+/// trace is never held decoded.
+#[derive(Clone, Copy)]
+pub struct Run<'a> {
+    pub trace: &'a tpuscope_core::Trace,
+    pub digest: &'a crate::digest::Digest,
+}
+
+impl<'a> Run<'a> {
+    /// Its compile records, in file order.
+    pub fn compiles(&self) -> impl Iterator<Item = &'a tpuscope_core::event::Compile> + 'a {
+        self.digest.others().filter_map(|(_, r)| match r {
+            tpuscope_core::Record::Compile(c) => Some(&**c),
+            _ => None,
+        })
+    }
+}
+
 /// What the CLI decided and measured, for [`build`].
 pub struct Inputs<'a> {
     pub topology: &'a str,
@@ -344,7 +363,7 @@ pub struct Inputs<'a> {
 /// Puts the replays together with the traces they came from (`report` is those traces'
 /// report: its families are priced).
 pub fn build(
-    traces: &[&tpuscope_core::Trace],
+    traces: &[Run<'_>],
     report: &crate::report::Report,
     inputs: &Inputs<'_>,
 ) -> WhatIfReport {
@@ -416,13 +435,10 @@ fn slowest_compile(
 }
 
 /// Each distinct program of the traces with its compiles (replay results not yet filled in).
-fn program_rows(traces: &[&tpuscope_core::Trace]) -> Vec<(ProgramKey, ProgramRow)> {
+fn program_rows(traces: &[Run<'_>]) -> Vec<(ProgramKey, ProgramRow)> {
     let mut rows: Vec<(ProgramKey, ProgramRow)> = Vec::new();
-    for trace in traces {
-        for r in &trace.events {
-            let tpuscope_core::Record::Compile(c) = r else {
-                continue;
-            };
+    for run in traces {
+        for c in run.compiles() {
             if c.program_hash == 0 {
                 continue;
             }
@@ -481,16 +497,10 @@ fn tpu_program(r: &Replayed, hbm: Option<u64>) -> TpuProgram {
 }
 
 /// The program each executable of a trace runs (from its compile).
-fn executable_programs(trace: &tpuscope_core::Trace) -> BTreeMap<u64, ProgramKey> {
-    trace
-        .events
-        .iter()
-        .filter_map(|r| match r {
-            tpuscope_core::Record::Compile(c) if c.executable_id != 0 && c.program_hash != 0 => {
-                Some((c.executable_id, (c.program_hash, c.options_hash)))
-            }
-            _ => None,
-        })
+fn executable_programs(run: &Run<'_>) -> BTreeMap<u64, ProgramKey> {
+    run.compiles()
+        .filter(|c| c.executable_id != 0 && c.program_hash != 0)
+        .map(|c| (c.executable_id, (c.program_hash, c.options_hash)))
         .collect()
 }
 
@@ -504,7 +514,7 @@ fn median(v: &mut [f64]) -> Option<f64> {
 
 /// The steady-state steps of the first trace that has them: CPU step and TPU lower bound.
 fn step_bound(
-    traces: &[&tpuscope_core::Trace],
+    traces: &[Run<'_>],
     replays: &BTreeMap<ProgramKey, Result<Replayed, String>>,
 ) -> Option<StepBound> {
     let roofline = |key: &ProgramKey| {
@@ -514,13 +524,13 @@ fn step_bound(
             .and_then(|r| r.cost.get("optimal_seconds"))
             .map(|s| s * 1e3)
     };
-    traces.iter().find_map(|trace| {
-        let steps = crate::steps::steps(trace, &crate::digest::Digest::of(trace), &[]);
+    traces.iter().find_map(|run| {
+        let steps = crate::steps::steps(run.trace, run.digest, &[]);
         let steady = steps.steady();
         if steady.is_empty() {
             return None;
         }
-        let programs = executable_programs(trace);
+        let programs = executable_programs(run);
         let mut tpu = vec![0.0f64; steady.len()];
         let mut missing = 0u64;
         let first = steady.first()?.start_ns;
@@ -531,14 +541,14 @@ fn step_bound(
                 .filter(|s| s.start_ns <= t && t >= first)
                 .map(|_| i)
         };
-        for r in &trace.events {
-            let (id, t, n) = match r {
-                tpuscope_core::Record::Execute(e) => (e.executable_id, e.t_ns, 1),
-                tpuscope_core::Record::ExecuteSummary(e) => {
-                    (e.executable_id, e.t_start_ns, e.count)
-                }
-                _ => continue,
-            };
+        let launches = run.digest.launches().map(|l| (l.executable_id, l.t_ns, 1));
+        let summaries = run.digest.others().filter_map(|(_, r)| match r {
+            tpuscope_core::Record::ExecuteSummary(e) => {
+                Some((e.executable_id, e.t_start_ns, e.count))
+            }
+            _ => None,
+        });
+        for (id, t, n) in launches.chain(summaries) {
             let Some(i) = index(t) else { continue };
             match programs.get(&id).and_then(roofline) {
                 Some(ms) => tpu[i] += ms * n as f64,
@@ -560,7 +570,7 @@ fn step_bound(
 
 /// Each recompiling family priced at TPU compile times.
 fn family_costs(
-    traces: &[&tpuscope_core::Trace],
+    traces: &[Run<'_>],
     report: &crate::report::Report,
     inputs: &Inputs<'_>,
     chips: u32,
@@ -570,12 +580,12 @@ fn family_costs(
         .iter()
         .filter(|f| f.count >= 2)
         .filter_map(|f| {
-            let trace = traces.get(f.run)?;
+            let run = traces.get(f.run)?;
             let times: Vec<Option<f64>> = f
                 .members
                 .iter()
                 .filter(|m| !m.before_attach)
-                .map(|m| match trace.events.get(m.event) {
+                .map(|m| match run.digest.other(m.event) {
                     Some(tpuscope_core::Record::Compile(c)) => inputs
                         .replays
                         .get(&(c.program_hash, c.options_hash))
@@ -641,7 +651,12 @@ mod tests {
     #[test]
     fn programs_fit_or_overflow_and_recompiles_are_priced_per_member() {
         let t = trace("jax_lr.tps");
-        let progs = program_rows(&[&t]);
+        let d = crate::digest::Digest::of(&t);
+        let run = Run {
+            trace: &t,
+            digest: &d,
+        };
+        let progs = program_rows(&[run]);
         assert!(progs.len() >= 4, "{progs:?}");
         let big = progs
             .iter()
@@ -655,7 +670,7 @@ mod tests {
         }
         let rep = crate::report::build_one("jax_lr.tps", &t, None);
         let w = build(
-            &[&t],
+            &[run],
             &rep,
             &Inputs {
                 topology: "v5e:2x2",
@@ -713,7 +728,12 @@ mod tests {
     #[test]
     fn a_program_not_replayed_says_why_and_is_not_counted_as_fitting() {
         let t = trace("jax_lr.tps");
-        let progs = program_rows(&[&t]);
+        let d = crate::digest::Digest::of(&t);
+        let run = Run {
+            trace: &t,
+            digest: &d,
+        };
+        let progs = program_rows(&[run]);
         let mut replays = BTreeMap::new();
         for (i, (k, _)) in progs.iter().enumerate() {
             let r = if i == 0 {
@@ -725,7 +745,7 @@ mod tests {
         }
         let rep = crate::report::build_one("jax_lr.tps", &t, None);
         let w = build(
-            &[&t],
+            &[run],
             &rep,
             &Inputs {
                 topology: "v5e:2x2",
@@ -751,7 +771,7 @@ mod tests {
             .map(|(k, _)| (*k, Err("libtpu: refused".to_string())))
             .collect();
         let w = build(
-            &[&t],
+            &[run],
             &rep,
             &Inputs {
                 topology: "v5e:2x2",

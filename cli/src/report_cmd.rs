@@ -106,13 +106,9 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
     let mut sources: Vec<&Path> = Vec::new();
     let mut digests = Vec::new();
     for p in &args.traces {
-        // A merged job file gives one input per host. The report reads each trace's events as
-        // they stream by (its digest), unless whatif needs them whole.
-        let (read, digested) = if args.whatif.is_some() {
-            (read_traces(p)?, Vec::new())
-        } else {
-            read_digested(p)?
-        };
+        // A merged job file gives one input per host. The report (and what-if) read each
+        // trace's events as they stream by (its digest).
+        let (read, digested) = read_digested(p)?;
         for t in read {
             let path = match &t.segment {
                 Some(s) => format!("{}#{}/p{}", p.display(), s.host, s.process_index),
@@ -121,9 +117,8 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
             traces.push((path, t));
             sources.push(p);
         }
-        digests.extend(digested.into_iter().map(Some));
+        digests.extend(digested);
     }
-    digests.resize_with(traces.len(), || None);
     let baseline = match &args.baseline {
         Some(p) => Some(read_baseline(p)?),
         None => None,
@@ -133,7 +128,7 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         .iter()
         .zip(&digests)
         .map(|((path, trace), d)| Input {
-            digest: d.as_ref(),
+            digest: Some(d),
             ..Input::new(path.clone(), trace)
         })
         .collect();
@@ -158,9 +153,13 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
 
     let whatif = match &args.whatif {
         Some(topology) => {
-            let refs: Vec<&tpuscope_core::Trace> = traces.iter().map(|(_, t)| t).collect();
+            let runs: Vec<tpuscope_analyzers::whatif::Run<'_>> = traces
+                .iter()
+                .zip(&digests)
+                .map(|((_, trace), digest)| tpuscope_analyzers::whatif::Run { trace, digest })
+                .collect();
             Some(crate::whatif::compute(
-                &refs,
+                &runs,
                 &rep,
                 &crate::whatif::Settings {
                     topology,
@@ -221,10 +220,6 @@ pub fn print_warnings(rep: &Report) {
         warnings.add(format!("tpuscope: warning: {w}"));
     }
     warnings.print();
-}
-
-fn read_traces(path: &Path) -> Result<Vec<tpuscope_core::Trace>> {
-    tpuscope_core::read_traces_file(path).map_err(|e| crate::dump::read_error(path, e))
 }
 
 /// Each segment's tables (no events) and the digest of its events, read as they stream by: the

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::report::{self, Input, Options};
 use tpuscope_analyzers::units::duration;
-use tpuscope_core::Trace;
 use tpuscope_gui::whatif::{Launcher, Update};
 use tpuscope_gui::{Tab, ViewOptions, WhatIfSetup};
 
@@ -167,14 +167,23 @@ fn whatif_launcher(libtpu: Option<PathBuf>) -> Launcher {
                 });
             };
             let result = crate::whatif::check_topology(&topology).and_then(|()| {
+                let digests: Vec<Digest> = traces.iter().map(|(_, t)| Digest::of(t)).collect();
                 let inputs: Vec<Input<'_>> = traces
                     .iter()
-                    .map(|(label, t)| Input::new(label.clone(), t))
+                    .zip(&digests)
+                    .map(|((label, t), d)| Input {
+                        digest: Some(d),
+                        ..Input::new(label.clone(), t)
+                    })
                     .collect();
                 let rep = report::build(&inputs, &Options::default());
-                let refs: Vec<&Trace> = traces.iter().map(|(_, t)| t.as_ref()).collect();
+                let runs: Vec<tpuscope_analyzers::whatif::Run<'_>> = traces
+                    .iter()
+                    .zip(&digests)
+                    .map(|((_, t), digest)| tpuscope_analyzers::whatif::Run { trace: t, digest })
+                    .collect();
                 crate::whatif::compute(
-                    &refs,
+                    &runs,
                     &rep,
                     &crate::whatif::Settings {
                         topology: &topology,

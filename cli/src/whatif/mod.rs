@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::report::{self, Input, Options};
 use tpuscope_analyzers::units::{bytes, duration, fine_duration, num};
 use tpuscope_analyzers::whatif::{self, ProgramKey, Replayed, WhatIfReport};
 use tpuscope_core::Trace;
-use tpuscope_core::event::Record;
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Format {
@@ -117,10 +117,14 @@ pub fn check_topology(topology: &str) -> Result<()> {
 /// The what-if report of `traces` (whose report is `rep`). `Err` is one line when nothing can
 /// be compiled (a bad topology, a libtpu that is not one or that refuses the topology, traces
 /// without programs) or nothing was: then no report claims anything about the programs.
-pub fn compute(traces: &[&Trace], rep: &report::Report, s: &Settings<'_>) -> Result<WhatIfReport> {
+pub fn compute(
+    traces: &[whatif::Run<'_>],
+    rep: &report::Report,
+    s: &Settings<'_>,
+) -> Result<WhatIfReport> {
     let name = topology::parse(s.topology).map_err(anyhow::Error::msg)?;
     let canonical = name.canonical();
-    let python = traces.iter().find_map(|t| run_python(t));
+    let python = traces.iter().find_map(|r| run_python(r.trace));
     let Some(libtpu) = replay::find_libtpu(s.libtpu, python.as_deref()) else {
         bail!(
             "no libtpu found: pass --libtpu PATH, or `pip install libtpu` in the run's Python environment"
@@ -202,25 +206,34 @@ pub fn whatif(args: &WhatifArgs) -> Result<i32> {
     if let Some(libtpu) = &args.libtpu {
         topology::check_libtpu_file(libtpu).map_err(anyhow::Error::msg)?;
     }
-    let traces: Vec<Trace> = args
-        .traces
+    // Each trace as it streams by (of a merged job file, its first host): its tables and the
+    // digest of its events, never the events themselves.
+    let mut read: Vec<(Trace, Digest)> = Vec::new();
+    for p in &args.traces {
+        let (traces, digests) = crate::report_cmd::read_digested(p)?;
+        match traces.into_iter().zip(digests).next() {
+            Some(run) => read.push(run),
+            None => bail!("{}: no trace in it", p.display()),
+        }
+    }
+    let runs: Vec<whatif::Run<'_>> = read
         .iter()
-        .map(|p| {
-            tpuscope_core::reader::read_trace_file(p).map_err(|e| crate::dump::read_error(p, e))
-        })
-        .collect::<Result<_>>()?;
-    let refs: Vec<&Trace> = traces.iter().collect();
+        .map(|(trace, digest)| whatif::Run { trace, digest })
+        .collect();
     let inputs: Vec<Input<'_>> = args
         .traces
         .iter()
-        .zip(&traces)
-        .map(|(p, t)| Input::new(p.display().to_string(), t))
+        .zip(&read)
+        .map(|(p, (t, d))| Input {
+            digest: Some(d),
+            ..Input::new(p.display().to_string(), t)
+        })
         .collect();
     let rep = report::build(&inputs, &Options::default());
     // What the traces do not hold (a cut file: programs after the cut are not compiled here).
     crate::report_cmd::print_warnings(&rep);
     let w = compute(
-        &refs,
+        &runs,
         &rep,
         &Settings {
             topology: &args.topology,
@@ -252,11 +265,11 @@ fn run_python(t: &Trace) -> Option<PathBuf> {
 }
 
 /// The distinct programs of the traces (by input program and options), in compile order.
-fn jobs(traces: &[&Trace]) -> Vec<Job> {
+fn jobs(traces: &[whatif::Run<'_>]) -> Vec<Job> {
     let mut out: Vec<Job> = Vec::new();
-    for t in traces {
-        for r in &t.events {
-            let Record::Compile(c) = r else { continue };
+    for run in traces {
+        let t = run.trace;
+        for c in run.compiles() {
             let key = (c.program_hash, c.options_hash);
             // Failed compiles too: what the CPU stand-in could not compile may compile for the
             // TPU, or be named as what cannot (a CPU-only custom call).
