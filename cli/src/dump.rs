@@ -22,6 +22,21 @@ pub fn read_error(path: &Path, e: ReadError) -> anyhow::Error {
     anyhow::Error::msg(e.line(path))
 }
 
+/// The text of an input that is not a trace (a baseline report, a saved what-if), opened as a
+/// trace is: a FIFO without a writer is refused after a few seconds, never waited on forever.
+pub fn read_text_input(path: &Path, what: &str) -> Result<String> {
+    use std::io::Read as _;
+    let cannot = |e: String| anyhow::anyhow!("{what} {}: cannot read: {e}", path.display());
+    let mut f = tpuscope_core::stream::TraceFile::open(path).map_err(|e| match e {
+        ReadError::Io { err, .. } => cannot(err.to_string()),
+        other => cannot(other.to_string()),
+    })?;
+    let mut text = String::new();
+    f.read_to_string(&mut text)
+        .map_err(|e| cannot(e.to_string()))?;
+    Ok(text)
+}
+
 pub fn dump(path: &Path, as_json: bool) -> Result<()> {
     let mut stream = TraceStream::open(path).map_err(|e| read_error(path, e))?;
     let stdout = io::stdout();

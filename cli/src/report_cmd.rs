@@ -249,8 +249,7 @@ pub(crate) fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, V
 }
 
 fn read_baseline(path: &Path) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow!("baseline {}: cannot read: {e}", path.display()))?;
+    let text = crate::dump::read_text_input(path, "baseline")?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         anyhow!(
             "baseline {} is not JSON ({e}); make one with `tpuscope report --format json`",

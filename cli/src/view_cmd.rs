@@ -129,7 +129,7 @@ fn whatif_setup(args: &ViewArgs) -> Result<WhatIfSetup> {
     };
     match &args.whatif {
         Some(w) if w.ends_with(".json") => {
-            let text = std::fs::read_to_string(w).with_context(|| format!("--whatif {w}"))?;
+            let text = crate::dump::read_text_input(Path::new(w), "--whatif")?;
             setup.report = Some(serde_json::from_str(&text).with_context(|| {
                 format!("--whatif {w}: not the JSON of `tpuscope whatif --format json`")
             })?);

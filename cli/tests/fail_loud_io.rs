@@ -376,6 +376,32 @@ fn a_fifo_with_no_writer_is_refused_within_seconds() {
     }
 }
 
+#[test]
+fn a_json_input_on_a_fifo_with_no_writer_is_refused_within_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("in.json");
+    mkfifo(&fifo);
+    for (what, args) in [
+        (
+            "baseline",
+            vec!["report", s(&sample()), "--baseline", s(&fifo)],
+        ),
+        ("--whatif", vec!["view", s(&sample()), "--whatif", s(&fifo)]),
+    ] {
+        let start = Instant::now();
+        let o = tps(&args);
+        let took = start.elapsed();
+        assert_eq!(
+            one_error_line(&o),
+            format!(
+                "tpuscope: error: {what} {}: cannot read: a FIFO with no writer (none came in 3 s): start the program that writes it first",
+                fifo.display()
+            )
+        );
+        assert!(took < Duration::from_secs(20), "{what} took {took:?}");
+    }
+}
+
 /// Writes `bytes` into the FIFO `p` from a thread: it opens the FIFO after `open_after`, then
 /// writes after `write_after` more (holding it open, silent, meanwhile).
 fn writer(
