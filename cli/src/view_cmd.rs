@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
-use tpuscope_analyzers::digest::Digest;
+
 use tpuscope_analyzers::report::{self, Input, Options};
 use tpuscope_analyzers::units::duration;
 use tpuscope_gui::whatif::{Launcher, Update};
@@ -167,11 +167,9 @@ fn whatif_launcher(libtpu: Option<PathBuf>) -> Launcher {
                 });
             };
             let result = crate::whatif::check_topology(&topology).and_then(|()| {
-                let digests: Vec<Digest> = traces.iter().map(|(_, t)| Digest::of(t)).collect();
                 let inputs: Vec<Input<'_>> = traces
                     .iter()
-                    .zip(&digests)
-                    .map(|((label, t), d)| Input {
+                    .map(|(label, t, d)| Input {
                         digest: Some(d),
                         ..Input::new(label.clone(), t)
                     })
@@ -179,8 +177,7 @@ fn whatif_launcher(libtpu: Option<PathBuf>) -> Launcher {
                 let rep = report::build(&inputs, &Options::default());
                 let runs: Vec<tpuscope_analyzers::whatif::Run<'_>> = traces
                     .iter()
-                    .zip(&digests)
-                    .map(|((_, t), digest)| tpuscope_analyzers::whatif::Run { trace: t, digest })
+                    .map(|(_, t, digest)| tpuscope_analyzers::whatif::Run { trace: t, digest })
                     .collect();
                 crate::whatif::compute(
                     &runs,

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tpuscope_analyzers::hbm;
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::report::{self, Input, Report};
 use tpuscope_analyzers::torch_trace::TorchLogs;
 use tpuscope_core::Trace;
@@ -52,18 +52,22 @@ impl Analysis {
     /// logs of those traces (matched by label), shown next to the PJRT findings.
     pub fn compute(
         labels: &[String],
-        traces: &[Option<Arc<Trace>>],
+        traces: &[Option<(Arc<Trace>, Arc<Digest>)>],
         torch_logs: &[TorchLogs],
     ) -> Analysis {
         let started = std::time::Instant::now();
-        let present: Vec<(usize, &Trace)> = traces
+        let runs: Vec<(usize, &Trace, &Digest)> = traces
             .iter()
             .enumerate()
-            .filter_map(|(i, t)| t.as_deref().map(|t| (i, t)))
+            .filter_map(|(i, t)| t.as_ref().map(|(t, d)| (i, t.as_ref(), d.as_ref())))
             .collect();
-        let inputs: Vec<Input<'_>> = present
+        let present: Vec<(usize, &Trace)> = runs.iter().map(|&(i, t, _)| (i, t)).collect();
+        let inputs: Vec<Input<'_>> = runs
             .iter()
-            .map(|&(i, trace)| Input::new(labels[i].clone(), trace))
+            .map(|&(i, trace, digest)| Input {
+                digest: Some(digest),
+                ..Input::new(labels[i].clone(), trace)
+            })
             .collect();
         let report = report::build(
             &inputs,
@@ -100,18 +104,17 @@ impl Analysis {
         let mut memory = Vec::new();
         let mut compile_ms = vec![Vec::new(); traces.len()];
         let mut step_ms = vec![Vec::new(); traces.len()];
-        for &(source, trace) in &present {
+        for &(source, trace, digest) in &runs {
             let t0 = origin(trace);
             let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
-            compile_ms[source] = trace
-                .events
-                .iter()
-                .filter_map(|r| match r {
+            compile_ms[source] = digest
+                .others()
+                .filter_map(|(_, r)| match r {
                     Record::Compile(c) => Some(ms(c.t_ns)),
                     _ => None,
                 })
                 .collect();
-            for s in hbm::series(trace, 0) {
+            for s in digest.memory.series(0) {
                 let points: Vec<[f64; 2]> = s
                     .samples
                     .iter()
@@ -124,7 +127,7 @@ impl Analysis {
                     limit: s.limit,
                 });
             }
-            let (_, bounds) = tpuscope_analyzers::steps::boundaries(trace);
+            let (_, bounds) = tpuscope_analyzers::steps::boundaries_of(trace, digest);
             step_ms[source] = bounds.iter().map(|(a, _)| ms(*a)).collect();
         }
         let (flame_compile, flame_sync) = crate::flame::folded_all(&present);

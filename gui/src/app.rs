@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver};
 
 use eframe::egui::{self, Color32, RichText};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::flame::FlameKind;
 use tpuscope_analyzers::torch_trace::TorchLogs;
 use tpuscope_analyzers::units::plural;
@@ -193,13 +194,18 @@ impl App {
     }
 
     pub fn rebuild_timeline(&mut self) {
-        let traces = self.traces();
-        let tl = Timeline::build(&traces);
-        let names = (0..self.sources.len())
-            .map(|i| {
-                self.sources[i]
-                    .trace()
-                    .map(tpuscope_analyzers::steps::executable_names)
+        let digests: Vec<Option<Arc<Digest>>> = self.sources.iter().map(Source::digest).collect();
+        let runs: Vec<(usize, &Trace, &Digest)> = self
+            .traces()
+            .into_iter()
+            .filter_map(|(i, t)| Some((i, t, digests.get(i)?.as_deref()?)))
+            .collect();
+        let tl = Timeline::build(&runs);
+        let names = digests
+            .iter()
+            .map(|d| {
+                d.as_deref()
+                    .map(tpuscope_analyzers::steps::executable_names_of)
                     .unwrap_or_default()
             })
             .collect();
@@ -220,7 +226,12 @@ impl App {
         }
         self.stale = false;
         let labels = self.labels();
-        let traces: Vec<Option<Arc<Trace>>> = self.sources.iter().map(Source::snapshot).collect();
+        // Each trace with its digest (made once for a trace that cannot change).
+        let traces: Vec<Option<(Arc<Trace>, Arc<Digest>)>> = self
+            .sources
+            .iter()
+            .map(|s| s.snapshot().zip(s.digest()))
+            .collect();
         if self.sources.iter().all(|s| s.trace().is_none()) {
             return;
         }
@@ -393,10 +404,13 @@ impl App {
     pub fn show_step(&mut self, run: usize, number: u32) {
         let Some(a) = &self.analysis else { return };
         let source = a.run_source.get(run).copied().unwrap_or(0);
-        let Some(trace) = self.sources.get(source).and_then(Source::trace) else {
+        let Some(s) = self.sources.get(source) else {
             return;
         };
-        let Some((start, end)) = time::step_range(trace, number) else {
+        let (Some(trace), Some(digest)) = (s.trace(), s.digest()) else {
+            return;
+        };
+        let Some((start, end)) = time::step_range(trace, &digest, number) else {
             return;
         };
         // The timeline draws each source from its own origin (or the job's, for hosts).

@@ -3,7 +3,9 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use tpuscope_analyzers::digest::Digest;
 
 use tpuscope_core::event::SEGMENT_KIND;
 use tpuscope_core::format::{HEADER_LEN, parse_frame_header};
@@ -94,6 +96,9 @@ pub struct Source {
     pub held: Option<Held>,
     /// Why it could not be read (then `held` is `None`), or why following it stopped.
     pub error: Option<String>,
+    /// The digest of a trace that cannot change, made once: the timeline, the analysis and
+    /// a click on a step all read it (each made its own, a second or more on a long trace).
+    digest: OnceLock<Arc<Digest>>,
 }
 
 impl Source {
@@ -109,6 +114,17 @@ impl Source {
         match self.held.as_ref()? {
             Held::Static(t) => Some(Arc::clone(t)),
             Held::Live(f) => f.trace().map(|t| Arc::new(t.clone())),
+        }
+    }
+
+    /// The digest of its trace's events: made once for a trace that cannot change, afresh for
+    /// one followed as it grows.
+    pub fn digest(&self) -> Option<Arc<Digest>> {
+        match self.held.as_ref()? {
+            Held::Static(t) => Some(Arc::clone(
+                self.digest.get_or_init(|| Arc::new(Digest::of(t))),
+            )),
+            Held::Live(f) => f.trace().map(|t| Arc::new(Digest::of(t))),
         }
     }
 
@@ -129,6 +145,7 @@ impl Source {
                 path: None,
                 held: Some(Held::Static(Arc::new(t))),
                 error: None,
+                digest: OnceLock::new(),
             },
             Err(e) => Source::failed(label, None, e.to_string()),
         }
@@ -160,6 +177,7 @@ impl Source {
                     path: Some(path.to_path_buf()),
                     held: Some(Held::Live(Box::new(f))),
                     error: None,
+                    digest: OnceLock::new(),
                 },
                 Err(e) => Source::failed(&label, Some(path), format!("{label}: {e}")),
             }
@@ -169,6 +187,7 @@ impl Source {
                 path: Some(path.to_path_buf()),
                 held: Some(Held::Static(Arc::new(trace))),
                 error: None,
+                digest: OnceLock::new(),
             }
         }
     }
@@ -197,6 +216,7 @@ impl Source {
             path: Some(path.to_path_buf()),
             held: Some(Held::Static(Arc::new(t))),
             error: None,
+            digest: OnceLock::new(),
         }
     }
 
@@ -237,6 +257,7 @@ impl Source {
             path: path.map(Path::to_path_buf),
             held: None,
             error: Some(error),
+            digest: OnceLock::new(),
         }
     }
 

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record};
 
@@ -408,14 +409,15 @@ fn job_origins(traces: &[(usize, &Trace)]) -> Option<Vec<u64>> {
 impl Timeline {
     /// Lanes of every source, in source order: its threads (by thread id), then its devices.
     /// The hosts of one job are drawn on the job timeline (see [`Timeline::aligned`]).
-    pub fn build(traces: &[(usize, &Trace)]) -> Timeline {
+    pub fn build(traces: &[(usize, &Trace, &Digest)]) -> Timeline {
         let mut tl = Timeline::default();
-        let sources = traces.iter().map(|(s, _)| *s + 1).max().unwrap_or(0);
+        let sources = traces.iter().map(|(s, _, _)| *s + 1).max().unwrap_or(0);
         tl.t0 = vec![0; sources];
         let multi = traces.len() > 1;
-        let job = job_origins(traces);
+        let plain: Vec<(usize, &Trace)> = traces.iter().map(|&(s, t, _)| (s, t)).collect();
+        let job = job_origins(&plain);
         tl.aligned = job.is_some();
-        for (k, &(source, trace)) in traces.iter().enumerate() {
+        for (k, &(source, trace, digest)) in traces.iter().enumerate() {
             let t0 = job
                 .as_ref()
                 .and_then(|o| o.get(k).copied())
@@ -426,15 +428,15 @@ impl Timeline {
             } else {
                 String::new()
             };
-            tl.add_source(source, trace, t0, &prefix);
+            tl.add_source(source, trace, digest, t0, &prefix);
         }
         tl
     }
 
     /// The phases, steps and lanes of one source whose times are drawn from `t0`.
-    fn add_source(&mut self, source: usize, trace: &Trace, t0: u64, prefix: &str) {
+    fn add_source(&mut self, source: usize, trace: &Trace, digest: &Digest, t0: u64, prefix: &str) {
         let rel = |t: u64| t.saturating_sub(t0);
-        let (step_source, bounds) = tpuscope_analyzers::steps::boundaries(trace);
+        let (step_source, bounds) = tpuscope_analyzers::steps::boundaries_of(trace, digest);
         let step_marker = match step_source {
             tpuscope_analyzers::steps::StepSource::Marker { marker } => Some(marker),
             _ => None,

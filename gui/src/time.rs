@@ -8,6 +8,7 @@ use eframe::egui::{self, Color32, RichText, Stroke};
 use egui_plot::{Bar, BarChart, HoverPosition, Legend, Plot, PlotPoint, PlotTransform, VLine};
 
 use tpuscope_analyzers::breakdown::{Category, RunBreakdown, StepSplit};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::present;
 use tpuscope_analyzers::units::{ms, percent};
 use tpuscope_core::Trace;
@@ -318,8 +319,8 @@ fn slow_list_ui(ui: &mut egui::Ui, run: &RunBreakdown) -> Option<u32> {
 
 /// Step `number`'s start and end on the trace's clock (ns): the analyzers number steps from 1
 /// in the order of [`tpuscope_analyzers::steps::boundaries`].
-pub fn step_range(trace: &Trace, number: u32) -> Option<(u64, u64)> {
-    let (_, bounds) = tpuscope_analyzers::steps::boundaries(trace);
+pub fn step_range(trace: &Trace, digest: &Digest, number: u32) -> Option<(u64, u64)> {
+    let (_, bounds) = tpuscope_analyzers::steps::boundaries_of(trace, digest);
     let i = usize::try_from(number).ok()?.checked_sub(1)?;
     bounds.get(i).copied()
 }

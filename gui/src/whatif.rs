@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
 
 use eframe::egui::{self, Color32, RichText, Sense, Stroke, StrokeKind, Vec2};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::units::{bytes, duration, fine_duration, num, percent};
 use tpuscope_analyzers::whatif::{CompiledMemory, ProgramRow, WhatIfReport};
 use tpuscope_core::Trace;
@@ -53,10 +54,12 @@ pub enum Update {
     Done(Result<Box<WhatIfReport>, String>),
 }
 
-/// Starts a what-if of `traces` (label, trace) for a topology and returns at once; the work (the
-/// CLI's libtpu compiles) reports through the sink, from any thread.
-pub type Launcher =
-    Arc<dyn Fn(String, Vec<(String, Arc<Trace>)>, Box<dyn Fn(Update) + Send>) + Send + Sync>;
+/// A source as a what-if reads it: its label, its trace and the digest of its events.
+pub type WhatIfInput = (String, Arc<Trace>, Arc<Digest>);
+
+/// Starts a what-if of `traces` for a topology and returns at once; the work (the CLI's libtpu
+/// compiles) reports through the sink, from any thread.
+pub type Launcher = Arc<dyn Fn(String, Vec<WhatIfInput>, Box<dyn Fn(Update) + Send>) + Send + Sync>;
 
 /// The tab's state.
 pub struct WhatIf {
@@ -124,7 +127,7 @@ impl WhatIf {
         self.error = None;
         let traces = sources
             .iter()
-            .filter_map(|s| Some((s.label.clone(), s.snapshot()?)))
+            .filter_map(|s| Some((s.label.clone(), s.snapshot()?, s.digest()?)))
             .collect();
         launch(
             self.topology.trim().to_string(),
