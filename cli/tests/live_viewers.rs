@@ -239,6 +239,23 @@ impl FakeSocket {
         FakeSocket { xdg, stop }
     }
 
+    /// Runs `tpuscope attach <our pid> --snapshot --json` with `env`, then stops serving.
+    fn snapshot_json(&self, env: &[(&str, &str)]) -> Output {
+        let out = Command::new(tpuscope())
+            .args([
+                "attach",
+                &std::process::id().to_string(),
+                "--snapshot",
+                "--json",
+            ])
+            .env("XDG_RUNTIME_DIR", self.xdg.path())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        self.stop.store(true, Ordering::Relaxed);
+        out
+    }
+
     /// Runs `tpuscope attach <our pid> --snapshot` under an address-space limit; returns its
     /// output and its peak RSS (KiB).
     fn attach(&self, env: &[(&str, &str)]) -> (Output, u64) {
@@ -356,18 +373,7 @@ fn a_snapshot_of_a_run_longer_than_the_viewer_limit_reads_it_to_its_end() {
     let backlog = stream.len() as u64;
     stream.extend(tpuscope_core::live::backlog_end_frame(backlog));
     let fake = FakeSocket::start(stream, Then::Close);
-    let out = Command::new(tpuscope())
-        .args([
-            "attach",
-            &std::process::id().to_string(),
-            "--snapshot",
-            "--json",
-        ])
-        .env("XDG_RUNTIME_DIR", fake.xdg.path())
-        .env("TPUSCOPE_LIVE_MAX_MB", "32")
-        .output()
-        .unwrap();
-    fake.stop.store(true, Ordering::Relaxed);
+    let out = fake.snapshot_json(&[("TPUSCOPE_LIVE_MAX_MB", "32")]);
     assert!(out.status.success(), "{}", show(&out));
     let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(state["traces"][0]["events"], 300_000, "{}", show(&out));
@@ -390,17 +396,7 @@ fn a_socket_that_goes_quiet_before_the_end_of_its_backlog_is_said_so() {
 fn a_snapshot_joins_the_logs_the_run_recorded_like_report_does() {
     let (stream, logs) = common::graph_break_stream::graph_break_stream();
     let fake = FakeSocket::start(stream, Then::Close);
-    let out = Command::new(tpuscope())
-        .args([
-            "attach",
-            &std::process::id().to_string(),
-            "--snapshot",
-            "--json",
-        ])
-        .env("XDG_RUNTIME_DIR", fake.xdg.path())
-        .output()
-        .unwrap();
-    fake.stop.store(true, Ordering::Relaxed);
+    let out = fake.snapshot_json(&[]);
     assert!(out.status.success(), "{}", show(&out));
     let live: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
 
