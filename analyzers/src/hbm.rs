@@ -90,23 +90,6 @@ impl MemorySeries {
     }
 }
 
-/// The memory series of a run, one per device, by device: the allocator's numbers when the
-/// plugin reported any for that device (the one rule every view follows).
-pub fn series(trace: &Trace, run: usize) -> Vec<MemorySeries> {
-    series_in(trace.events.iter(), run)
-}
-
-/// [`series`] of records in file order.
-fn series_in<'a>(records: impl Iterator<Item = &'a Record>, run: usize) -> Vec<MemorySeries> {
-    let mut fold = SeriesFold::default();
-    for (i, r) in records.enumerate() {
-        if let Record::Memory(m) = r {
-            fold.push(i, m);
-        }
-    }
-    fold.series(run)
-}
-
 /// Memory samples folded into their series as they are read: what a run's memory analyses
 /// need of them, about 28 bytes a sample instead of the record.
 #[derive(Clone, Debug, Default)]
@@ -150,8 +133,9 @@ impl SeriesFold {
         }
     }
 
-    /// The series of run `run`, one per device, by device: the allocator's series, else the
-    /// first other origin (by origin number).
+    /// The series of run `run`, one per device, by device: the allocator's numbers when the
+    /// plugin reported any for that device, else the first other origin (by origin number) —
+    /// the one rule every view follows (a run's is `Digest::memory`).
     pub fn series(&self, run: usize) -> Vec<MemorySeries> {
         let mut out: BTreeMap<i32, &MemorySeries> = BTreeMap::new();
         for ((device, _), (s, _)) in &self.by_origin {
@@ -382,13 +366,13 @@ mod tests {
             w.write(&r).unwrap();
         }
         let trace = read_trace(&w.into_inner()).unwrap();
-        let s = series(&trace, 0);
+        let dg = Digest::of(&trace);
+        let s = dg.memory.series(0);
         assert_eq!(s.len(), 2);
         assert!(s[0].reported && !s[1].reported);
         let in_use: Vec<i64> = s[0].samples.iter().map(|x| x.in_use).collect();
         assert_eq!(in_use, [100, 120]);
         assert_eq!(s[0].peak(), 400);
-        let dg = Digest::of(&trace);
         let d = devices(&dg, 0, &crate::steps::steps(&trace, &dg, &[]));
         assert_eq!(d[0].origin, "device_memory_stats");
         assert_eq!(

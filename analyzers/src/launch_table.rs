@@ -44,14 +44,13 @@ impl<T: Clone> Column<T> {
         match self.chunks.last_mut() {
             Some(c) if c.len() < CHUNK => {
                 if Arc::get_mut(c).is_none() {
-                    // Shared with a snapshot: ours from now on, with room for the whole chunk.
+                    // Shared with a snapshot: ours from now on, with room for the whole chunk
+                    // (a plain clone would hold its length and then grow by doubling).
                     let mut own = Vec::with_capacity(CHUNK);
                     own.extend_from_slice(c);
                     *c = Arc::new(own);
                 }
-                if let Some(c) = Arc::get_mut(c) {
-                    c.push(v);
-                }
+                Arc::make_mut(c).push(v);
             }
             _ => {
                 let mut c = Vec::with_capacity(CHUNK);

@@ -1,26 +1,17 @@
 //! What a live stream says about itself rather than about the workload: the notes the collector
 //! adds for one viewer. Read here once for every view of a stream (the live view, `/metrics`).
 
-use tpuscope_core::Trace;
-
-use crate::digest::Digest;
 use tpuscope_core::event::Record;
 use tpuscope_core::live::VIEWER_LAGGED;
 
+use crate::digest::Digest;
+
 /// Trace frames this viewer lost because it read more slowly than the workload wrote (the trace
-/// file has them): the highest total its `viewer_lagged` notes carry, 0 without any.
-pub fn viewer_lost(trace: &Trace) -> u64 {
-    viewer_lost_in(trace.events.iter())
-}
-
-/// [`viewer_lost`] of a run's digest (notes are among the records it keeps whole).
+/// file has them): the highest total its `viewer_lagged` notes carry, 0 without any. Read from
+/// the run's digest (notes are among the records it keeps whole).
 pub fn viewer_lost_of(d: &Digest) -> u64 {
-    viewer_lost_in(d.others().map(|(_, r)| r))
-}
-
-fn viewer_lost_in<'a>(records: impl Iterator<Item = &'a Record>) -> u64 {
-    records
-        .filter_map(|r| match r {
+    d.others()
+        .filter_map(|(_, r)| match r {
             // Each note carries this viewer's total so far.
             Record::Note(n) if n.topic == VIEWER_LAGGED => n.message.trim().parse().ok(),
             _ => None,
@@ -38,8 +29,12 @@ mod tests {
     #[test]
     fn the_highest_total_of_the_viewer_notes_counts_and_other_notes_do_not() {
         let mut w = TraceWriter::new(Vec::new(), &Manifest::default()).unwrap();
-        let trace = |w: &TraceWriter<Vec<u8>>| tpuscope_core::read_trace(w.get_ref()).unwrap();
-        assert_eq!(viewer_lost(&trace(&w)), 0);
+        let lost = |w: &TraceWriter<Vec<u8>>| {
+            viewer_lost_of(&Digest::of(
+                &tpuscope_core::read_trace(w.get_ref()).unwrap(),
+            ))
+        };
+        assert_eq!(lost(&w), 0);
         for (topic, message) in [
             (VIEWER_LAGGED, "2"),
             (VIEWER_LAGGED, " 9\n"),
@@ -55,7 +50,6 @@ mod tests {
             }))
             .unwrap();
         }
-        assert_eq!(viewer_lost(&trace(&w)), 9);
-        assert_eq!(viewer_lost_of(&Digest::of(&trace(&w))), 9);
+        assert_eq!(lost(&w), 9);
     }
 }

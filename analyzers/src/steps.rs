@@ -193,12 +193,8 @@ struct Scan<'a> {
     compile_times: Vec<u64>,
 }
 
-/// Finds the step boundaries of a trace decoded whole: `[start, end)` per step, in order.
-pub fn boundaries(trace: &Trace) -> (StepSource, Vec<(u64, u64)>) {
-    boundaries_of(trace, &Digest::of(trace))
-}
-
-/// [`boundaries`] of a run: its trace's tables and the digest of its events.
+/// Finds the step boundaries of a run (its trace's tables and the digest of its events):
+/// `[start, end)` per step, in order.
 pub fn boundaries_of(trace: &Trace, d: &Digest) -> (StepSource, Vec<(u64, u64)>) {
     // `tpuscope.*` markers are the agent's own notes (IR debug switched on), not steps.
     let markers: BTreeMap<&str, &[u64]> = d

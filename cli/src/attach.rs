@@ -265,15 +265,7 @@ fn print_state(
 ) -> Result<i32> {
     let label = format!("pid {} (live)", args.pid);
     let logs = crate::torch_logs::find(None, None, Some(trace), &label);
-    let input = report::Input {
-        digest: Some(digest),
-        ..report::Input::new(label.clone(), trace)
-    };
-    let options = report::Options {
-        torch_logs: logs.into_iter().collect(),
-        ..report::Options::default()
-    };
-    let rep = report::build(&[input], &options);
+    let rep = report::build_one_digested(&label, trace, Some(digest), logs);
     let mut out = std::io::stdout().lock();
     if args.json {
         let mut v = serde_json::to_value(&rep).context("serializing the state")?;

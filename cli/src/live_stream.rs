@@ -2,16 +2,15 @@
 //! (its backlog, an end-of-backlog mark, then live frames) as it arrives, with bounded memory: a
 //! reader thread holds at most [`CHANNEL_CHUNKS`] chunks before the socket pushes back, and
 //! `tpuscope_core::live::LiveDecoder` refuses absurd frames and holds the decoded trace to
-//! `TPUSCOPE_LIVE_MAX_MB`. A view that watches a run to its end folds it instead ([`Folded`]):
-//! the limit then holds the trace's tables only.
+//! `TPUSCOPE_LIVE_MAX_MB`. Every view folds the stream as it comes ([`Folded`]): the limit
+//! then holds the trace's tables and what the digest keeps of each event.
 
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
-
-use std::collections::VecDeque;
 
 use anyhow::{Result, anyhow, bail};
 use tpuscope_analyzers::digest::{Digest, DigestBuilder};
@@ -89,12 +88,13 @@ impl Folded {
     fn fold_events(&mut self) {
         for r in self.decoder.take_events() {
             self.digest.push(&r);
+            if self.keep == 0 {
+                continue;
+            }
             if self.recent.len() == self.keep {
                 self.recent.pop_front();
             }
-            if self.keep > 0 {
-                self.recent.push_back(r);
-            }
+            self.recent.push_back(r);
         }
     }
 

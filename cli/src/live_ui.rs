@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use tpuscope_analyzers::digest::Digest;
-use tpuscope_analyzers::report::{self, Input};
+use tpuscope_analyzers::report;
 use tpuscope_core::event::Record;
 use tpuscope_tui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use tpuscope_tui::{Action, App, EVENT_SCAN_LIMIT, Extra, Model, Run, RunState, term};
@@ -129,17 +129,8 @@ fn build_model(
     output: &[String],
     logs: &mut LogCache,
 ) -> Model {
-    let input = Input {
-        digest: Some(run.digest),
-        ..Input::new(label, run.trace)
-    };
-    let rep = report::build(
-        &[input],
-        &report::Options {
-            torch_logs: logs.find(run.trace, label).into_iter().collect(),
-            ..report::Options::default()
-        },
-    );
+    let logs = logs.find(run.trace, label);
+    let rep = report::build_one_digested(label, run.trace, Some(run.digest), logs);
     let now = if state == RunState::Live {
         trace_now_ns(run.digest)
     } else {

@@ -245,15 +245,8 @@ impl Proc {
         // The report `tpuscope report` gives for this trace: dynamo's logs joined (read on
         // this scrape, from the cache: only what the run appended since the last one).
         let label = format!("pid {pid}");
-        let input = report::Input {
-            digest: Some(&digest),
-            ..report::Input::new(label.clone(), trace)
-        };
-        let options = report::Options {
-            torch_logs: self.logs.find(trace, &label).into_iter().collect(),
-            ..report::Options::default()
-        };
-        let rep = report::build(&[input], &options);
+        let logs = self.logs.find(trace, &label);
+        let rep = report::build_one_digested(&label, trace, Some(&digest), logs);
         if let Some(m) = ProcMetrics::from_analysis(trace, &digest, &rep) {
             self.metrics = Some(m);
         }

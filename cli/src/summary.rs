@@ -146,19 +146,10 @@ pub fn print_trace_summary(path: &Path) {
 /// recording stopped early…), where the time went, steps and phases, host syncs and the findings.
 fn findings_text(path: &Path, trace: &Trace, digest: &Digest) -> String {
     use std::fmt::Write as _;
-    use tpuscope_analyzers::report::{self, Input, Options};
     let label = path.display().to_string();
     // dynamo's graph breaks and guard failures, when the run logged them (TORCH_TRACE).
     let logs = crate::torch_logs::find(None, Some(path), Some(trace), &label);
-    let input = Input {
-        digest: Some(digest),
-        ..Input::new(label.clone(), trace)
-    };
-    let options = Options {
-        torch_logs: logs.into_iter().collect(),
-        ..Options::default()
-    };
-    let report = report::build(&[input], &options);
+    let report = tpuscope_analyzers::report::build_one_digested(&label, trace, Some(digest), logs);
     let mut o = String::new();
     for w in &report.warnings {
         let _ = writeln!(o, "  warning: {w}");

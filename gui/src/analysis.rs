@@ -15,7 +15,7 @@ use crate::lanes::origin;
 /// Most points drawn per memory series: more than a window has pixels across.
 const MAX_POINTS: usize = 4000;
 
-/// Bytes in use of one device of one source over time: [`hbm::series`] (the report's own
+/// Bytes in use of one device of one source over time: [`SeriesFold::series`](tpuscope_analyzers::hbm::SeriesFold::series) (the report's own
 /// samples and origin rule) in plot coordinates.
 #[derive(Clone, Debug)]
 pub struct MemSeries {

@@ -318,7 +318,7 @@ fn slow_list_ui(ui: &mut egui::Ui, run: &RunBreakdown) -> Option<u32> {
 }
 
 /// Step `number`'s start and end on the trace's clock (ns): the analyzers number steps from 1
-/// in the order of [`tpuscope_analyzers::steps::boundaries`].
+/// in the order of [`tpuscope_analyzers::steps::boundaries_of`].
 pub fn step_range(trace: &Trace, digest: &Digest, number: u32) -> Option<(u64, u64)> {
     let (_, bounds) = tpuscope_analyzers::steps::boundaries_of(trace, digest);
     let i = usize::try_from(number).ok()?.checked_sub(1)?;

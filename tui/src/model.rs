@@ -613,7 +613,7 @@ fn step_rate(times: &[u64], now: u64, run_start: u64) -> Option<f64> {
     Some(recent as f64 / (span as f64 / 1e9))
 }
 
-/// One entry per device, as the report counts it ([`hbm::series`]: the allocator's numbers when
+/// One entry per device, as the report counts it ([`hbm::SeriesFold::series`]: the allocator's numbers when
 /// the plugin reports them, else the live buffers tpuscope counted), with the newest samples for
 /// the sparkline.
 fn devices(digest: &Digest, report: &Report) -> Vec<DeviceMem> {

@@ -36,7 +36,7 @@ pub use ci::{
     compare_baseline, failed,
 };
 pub use lines::{phases_lines, setup_compile_line, stopped_line};
-pub use pipeline::{Options, build, build_one};
+pub use pipeline::{Options, build, build_one, build_one_digested};
 
 /// Version of the report's JSON shape.
 pub const REPORT_VERSION: u32 = 1;

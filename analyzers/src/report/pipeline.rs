@@ -31,15 +31,30 @@ pub fn build(inputs: &[Input<'_>], options: &Options) -> Report {
     report
 }
 
-/// [`build`] for one trace (a file, or a live stream so far) with the dynamo logs found for it,
-/// the case of the run summary, the live view, `attach` and `/metrics`.
+/// [`build`] for one trace decoded whole, with the dynamo logs found for it.
 pub fn build_one(
     label: &str,
     trace: &tpuscope_core::Trace,
     torch_logs: Option<TorchLogs>,
 ) -> Report {
+    build_one_digested(label, trace, None, torch_logs)
+}
+
+/// [`build`] for one run (a file, or a live stream so far) with the dynamo logs found for it:
+/// its trace's tables and the digest of its events made as it streamed by (`None`: made here
+/// from the trace's events). The case of the run summary, the live view, `attach` and
+/// `/metrics`.
+pub fn build_one_digested(
+    label: &str,
+    trace: &tpuscope_core::Trace,
+    digest: Option<&crate::digest::Digest>,
+    torch_logs: Option<TorchLogs>,
+) -> Report {
     build(
-        &[Input::new(label, trace)],
+        &[Input {
+            digest,
+            ..Input::new(label, trace)
+        }],
         &Options {
             torch_logs: torch_logs.into_iter().collect(),
             ..Options::default()
