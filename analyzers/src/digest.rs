@@ -266,6 +266,11 @@ impl Seqs {
 }
 
 impl DigestBuilder {
+    /// How many event records it took so far (the index the next one gets).
+    pub fn events(&self) -> usize {
+        self.d.events
+    }
+
     /// What a skimming reader should decode for [`DigestBuilder::push_skimmed`]: all but
     /// transfers, which are read in place (the one common record that allocates).
     pub fn decodes(kind: RecordKind) -> bool {
@@ -283,7 +288,7 @@ impl DigestBuilder {
                 if kind == RecordKind::Transfer
                     && let Some(t) = TransferRef::parse(payload)
                 {
-                    self.transfer(&t);
+                    self.push_transfer(&t);
                     return;
                 }
                 match Record::decode_payload(kind, payload) {
@@ -295,8 +300,8 @@ impl DigestBuilder {
     }
 
     /// A transfer read in place, as [`DigestBuilder::push`] takes a decoded one (a plain one
-    /// has no error).
-    fn transfer(&mut self, t: &TransferRef<'_>) {
+    /// has no error): for a reader that parsed it for itself too.
+    pub fn push_transfer(&mut self, t: &TransferRef<'_>) {
         let event = self.event(Some(t.t_ns), t.dur_ns);
         if t.direction == Direction::D2h as i32 && t.sync {
             let r = Record::Transfer(Box::new(t.to_owned()));

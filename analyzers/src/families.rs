@@ -204,11 +204,10 @@ pub fn seen_before_attach(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileV
 }
 
 /// [`seen_before_attach`] then [`compiles`]: the list an attached trace's families are made of
-/// (member indexes point into it).
-pub fn compiles_and_baselines(trace: &Trace, run: usize) -> Vec<CompileView> {
-    let d = Digest::of(trace);
-    let mut all = seen_before_attach(trace, &d, run);
-    all.extend(compiles(trace, &d, run));
+/// (member indexes point into it), of a run's trace tables and digest.
+pub fn compiles_and_baselines(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
+    let mut all = seen_before_attach(trace, d, run);
+    all.extend(compiles(trace, d, run));
     all
 }
 

@@ -43,13 +43,32 @@ pub enum FlameError {
 /// One entry per distinct stack, `frame;frame;...` outermost first, with the summed weight in
 /// microseconds (rounded; stacks under half a microsecond are left out). Sorted by stack.
 pub fn folded(trace: &Trace, kind: FlameKind) -> Vec<(String, u64)> {
+    folded_in(trace, trace.events.iter(), kind)
+}
+
+/// [`folded`] of a run read through its digest: the records it weighs (compiles, blocking
+/// reads, waits) are all among those the digest keeps whole.
+pub fn folded_of(
+    trace: &Trace,
+    digest: &crate::digest::Digest,
+    kind: FlameKind,
+) -> Vec<(String, u64)> {
+    folded_in(trace, digest.others().map(|(_, r)| r), kind)
+}
+
+/// [`folded`] of `records`, the trace's events or some of them (`trace` holds the stacks).
+fn folded_in<'a>(
+    trace: &Trace,
+    records: impl Iterator<Item = &'a Record>,
+    kind: FlameKind,
+) -> Vec<(String, u64)> {
     // Nanoseconds per stack text: different stack ids can shorten to the same text.
     let mut by_stack: BTreeMap<String, u64> = BTreeMap::new();
     let mut add = |key: String, ns: u64| {
         let w = by_stack.entry(key).or_insert(0);
         *w = w.saturating_add(ns);
     };
-    for r in &trace.events {
+    for r in records {
         match (kind, r) {
             (FlameKind::CompileTime, Record::Compile(c)) => {
                 let name = if c.executable_name.is_empty() {

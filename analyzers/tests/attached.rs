@@ -79,7 +79,7 @@ fn programs_from_before_the_attach_are_listed_apart_from_the_compiles() {
     let before = families::seen_before_attach(&t, &Digest::of(&t), 0);
     assert!(compiles.iter().all(|c| !c.before_attach));
     assert!(!before.is_empty() && before.iter().all(|c| c.before_attach && c.dur_ns == 0));
-    let both = families::compiles_and_baselines(&t, 0);
+    let both = families::compiles_and_baselines(&t, &tpuscope_analyzers::digest::Digest::of(&t), 0);
     assert_eq!(both.len(), compiles.len() + before.len());
     // A trace recorded from its start has none.
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/real/jax_lr.tps");

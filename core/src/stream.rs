@@ -616,6 +616,58 @@ impl<R: Read> TraceStream<R> {
     }
 }
 
+/// The `skip`-th event record (0: the first) of the segment read from the frame that starts at
+/// byte `offset` of the regular file `path`, counted as a skimming reader hands them out
+/// (definitions, the manifest, blobs and the end are no events; a record that does not decode
+/// is none either, unless a transfer that reads in place, as [`Skimmed::Raw`] consumers take
+/// it): how a view that folded a trace's events away reads one back from an offset it noted on
+/// the way. `None` when the segment or the file ends first.
+pub fn event_at(path: &Path, offset: u64, skip: usize) -> Result<Option<Record>, ReadError> {
+    let label = path.display().to_string();
+    let io_err = |err| ReadError::Io {
+        path: label.clone(),
+        err,
+    };
+    let mut f = TraceFile::open(path)?;
+    let Some(len) = f.file_len() else {
+        return Err(io_err(io::Error::other(
+            "not a regular file: cannot seek in it",
+        )));
+    };
+    let range = f
+        .range(offset, len.saturating_sub(offset))
+        .map_err(io_err)?;
+    let mut frames = FrameReader::new(range, offset);
+    let mut left = skip;
+    while let Some(item) = frames.next_item().map_err(io_err)? {
+        let FrameItem::Frame(fr) = item else { continue };
+        if fr.kind == SEGMENT_KIND {
+            return Ok(None);
+        }
+        let Some(kind) = RecordKind::from_u16(fr.kind) else {
+            continue;
+        };
+        if crate::reader::absorbs(kind) && kind != RecordKind::Client {
+            continue;
+        }
+        let record = match Record::decode_payload(kind, fr.payload) {
+            Ok(r) => r,
+            Err(_) if kind == RecordKind::Transfer => {
+                match crate::wire::TransferRef::parse(fr.payload) {
+                    Some(t) => Record::Transfer(Box::new(t.to_owned())),
+                    None => continue,
+                }
+            }
+            Err(_) => continue,
+        };
+        if left == 0 {
+            return Ok(Some(record));
+        }
+        left -= 1;
+    }
+    Ok(None)
+}
+
 /// The segments of a merged trace file as `[start, end)` byte ranges, each starting at its
 /// segment marker, for reading them apart ([`read_segments_each`]): `None` when the input is not
 /// a regular file, holds one segment or does not start with a marker.

@@ -4,13 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::report::{self, Input, Report};
 use tpuscope_analyzers::torch_trace::TorchLogs;
-use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
-use crate::lanes::origin;
+use crate::data::Run;
 
 /// Most points drawn per memory series: more than a window has pixels across.
 const MAX_POINTS: usize = 4000;
@@ -52,21 +50,20 @@ impl Analysis {
     /// logs of those traces (matched by label), shown next to the PJRT findings.
     pub fn compute(
         labels: &[String],
-        traces: &[Option<(Arc<Trace>, Arc<Digest>)>],
+        runs: &[Option<Arc<Run>>],
         torch_logs: &[TorchLogs],
     ) -> Analysis {
         let started = std::time::Instant::now();
-        let runs: Vec<(usize, &Trace, &Digest)> = traces
+        let present: Vec<(usize, &Run)> = runs
             .iter()
             .enumerate()
-            .filter_map(|(i, t)| t.as_ref().map(|(t, d)| (i, t.as_ref(), d.as_ref())))
+            .filter_map(|(i, r)| r.as_deref().map(|r| (i, r)))
             .collect();
-        let present: Vec<(usize, &Trace)> = runs.iter().map(|&(i, t, _)| (i, t)).collect();
-        let inputs: Vec<Input<'_>> = runs
+        let inputs: Vec<Input<'_>> = present
             .iter()
-            .map(|&(i, trace, digest)| Input {
-                digest: Some(digest),
-                ..Input::new(labels[i].clone(), trace)
+            .map(|&(i, run)| Input {
+                digest: Some(run.digest.as_ref()),
+                ..Input::new(labels[i].clone(), &run.trace)
             })
             .collect();
         let report = report::build(
@@ -102,10 +99,11 @@ impl Analysis {
             .collect();
 
         let mut memory = Vec::new();
-        let mut compile_ms = vec![Vec::new(); traces.len()];
-        let mut step_ms = vec![Vec::new(); traces.len()];
-        for &(source, trace, digest) in &runs {
-            let t0 = origin(trace);
+        let mut compile_ms = vec![Vec::new(); runs.len()];
+        let mut step_ms = vec![Vec::new(); runs.len()];
+        for &(source, run) in &present {
+            let (trace, digest) = (run.trace.as_ref(), run.digest.as_ref());
+            let t0 = run.lanes.origin;
             let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
             compile_ms[source] = digest
                 .others()

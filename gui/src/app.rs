@@ -5,14 +5,12 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver};
 
 use eframe::egui::{self, Color32, RichText};
-use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::flame::FlameKind;
 use tpuscope_analyzers::torch_trace::TorchLogs;
 use tpuscope_analyzers::units::plural;
-use tpuscope_core::Trace;
 
 use crate::analysis::Analysis;
-use crate::data::Source;
+use crate::data::{Run, Source};
 use crate::describe;
 use crate::flame::{self, FlameState, Tree};
 use crate::lanes::Timeline;
@@ -185,27 +183,24 @@ impl App {
             .collect()
     }
 
-    fn traces(&self) -> Vec<(usize, &Trace)> {
-        self.sources
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.trace().map(|t| (i, t)))
-            .collect()
+    /// Each source's run (`None` for one that could not be read).
+    fn runs(&self) -> Vec<Option<Arc<Run>>> {
+        self.sources.iter().map(Source::run).collect()
     }
 
     pub fn rebuild_timeline(&mut self) {
-        let digests: Vec<Option<Arc<Digest>>> = self.sources.iter().map(Source::digest).collect();
-        let runs: Vec<(usize, &Trace, &Digest)> = self
-            .traces()
-            .into_iter()
-            .filter_map(|(i, t)| Some((i, t, digests.get(i)?.as_deref()?)))
-            .collect();
-        let tl = Timeline::build(&runs);
-        let names = digests
+        let runs = self.runs();
+        let present: Vec<(usize, &Run)> = runs
             .iter()
-            .map(|d| {
-                d.as_deref()
-                    .map(tpuscope_analyzers::steps::executable_names_of)
+            .enumerate()
+            .filter_map(|(i, r)| r.as_deref().map(|r| (i, r)))
+            .collect();
+        let tl = Timeline::build(&present);
+        let names = runs
+            .iter()
+            .map(|r| {
+                r.as_deref()
+                    .map(|r| tpuscope_analyzers::steps::executable_names_of(&r.digest))
                     .unwrap_or_default()
             })
             .collect();
@@ -226,13 +221,9 @@ impl App {
         }
         self.stale = false;
         let labels = self.labels();
-        // Each trace with its digest (made once for a trace that cannot change).
-        let traces: Vec<Option<(Arc<Trace>, Arc<Digest>)>> = self
-            .sources
-            .iter()
-            .map(|s| s.snapshot().zip(s.digest()))
-            .collect();
-        if self.sources.iter().all(|s| s.trace().is_none()) {
+        // Each source's run (made once for a trace that cannot change).
+        let traces = self.runs();
+        if traces.iter().all(Option::is_none) {
             return;
         }
         let torch_logs = Arc::clone(&self.torch_logs);
@@ -367,8 +358,8 @@ impl App {
             let times: Vec<(u64, u64)> = marks
                 .iter()
                 .map(|&(l, s)| {
-                    let sp = &self.timeline.lanes[l].spans;
-                    (sp.start[s], sp.end[s])
+                    let lane = &self.timeline.lanes[l];
+                    (lane.start(s).unwrap_or(0), lane.end(s).unwrap_or(0))
                 })
                 .collect();
             if let (Some(a), Some(b)) = (
@@ -390,8 +381,11 @@ impl App {
     pub fn show_on_timeline(&mut self, source: usize, event: usize) {
         self.view.selected = Some((source, event));
         if let Some((l, s)) = self.timeline.locate(source, event) {
-            let sp = &self.timeline.lanes[l].spans;
-            let (a, b) = (sp.start[s] as f64, sp.end[s] as f64);
+            let lane = &self.timeline.lanes[l];
+            let (a, b) = (
+                lane.start(s).unwrap_or(0) as f64,
+                lane.end(s).unwrap_or(0) as f64,
+            );
             let w = (self.view.end - self.view.start).max(b - a);
             if !(a >= self.view.start && b <= self.view.end) {
                 self.view.focus(a - w * 0.4, a + w * 0.6);
@@ -407,10 +401,10 @@ impl App {
         let Some(s) = self.sources.get(source) else {
             return;
         };
-        let (Some(trace), Some(digest)) = (s.trace(), s.digest()) else {
+        let Some(r) = s.run() else {
             return;
         };
-        let Some((start, end)) = time::step_range(trace, &digest, number) else {
+        let Some((start, end)) = time::step_range(&r.trace, &r.digest, number) else {
             return;
         };
         // The timeline draws each source from its own origin (or the job's, for hosts).
@@ -468,7 +462,7 @@ impl App {
             ));
         });
         // With nothing loaded the central panel lists the errors instead.
-        let any = self.sources.iter().any(|s| s.trace().is_some());
+        let any = self.sources.iter().any(|s| s.has_trace());
         for e in self.errors().into_iter().filter(|_| any) {
             ui.label(
                 RichText::new(format!("error: {e}"))
@@ -508,7 +502,7 @@ impl App {
     }
 
     fn central_ui(&mut self, ui: &mut egui::Ui) {
-        if self.sources.iter().all(|s| s.trace().is_none()) {
+        if self.sources.iter().all(|s| !s.has_trace()) {
             ui.vertical_centered(|ui| {
                 ui.add_space(40.0);
                 ui.heading("No trace could be opened");
@@ -524,10 +518,13 @@ impl App {
             let sources = &self.sources;
             let no_names = HashMap::new();
             let describe = |source: usize, event: usize| -> String {
-                let Some(t) = sources.get(source).and_then(Source::trace) else {
+                let Some(run) = sources.get(source).and_then(Source::run) else {
                     return String::new();
                 };
-                describe::line(t, event, names.get(source).unwrap_or(&no_names))
+                let Some(r) = run.record(event) else {
+                    return String::new();
+                };
+                describe::line(&run.trace, &r, names.get(source).unwrap_or(&no_names))
             };
             match timeline::tab_ui(ui, &self.timeline, &mut self.view, &describe) {
                 Some(Clicked::Event(s, e)) => self.view.selected = Some((s, e)),
@@ -638,13 +635,16 @@ impl App {
         let Some((source, event)) = self.view.selected else {
             return;
         };
-        let Some(trace) = self.sources.get(source).and_then(Source::trace) else {
+        let Some(run) = self.sources.get(source).and_then(Source::run) else {
+            return;
+        };
+        let Some(record) = run.record(event) else {
             return;
         };
         let t0 = self.timeline.t0.get(source).copied().unwrap_or(0);
         let no_names = HashMap::new();
         let names = self.names.get(source).unwrap_or(&no_names);
-        let d = describe::details(trace, event, t0, names);
+        let d = describe::details(&run.trace, &record, t0, names);
         let member = self
             .analysis
             .as_ref()

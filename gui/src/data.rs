@@ -1,16 +1,21 @@
 //! The traces the window shows: read once, or followed while a workload still writes them.
 
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use tpuscope_analyzers::digest::Digest;
+use tpuscope_analyzers::digest::{Digest, DigestBuilder};
 
-use tpuscope_core::event::SEGMENT_KIND;
+use tpuscope_core::event::{Record, RecordKind, SEGMENT_KIND};
 use tpuscope_core::format::{HEADER_LEN, parse_frame_header};
-use tpuscope_core::stream::{TraceFile, TraceStream};
+use tpuscope_core::stream::{Skimmed, TraceFile, TraceStream};
+use tpuscope_core::wire::TransferRef;
 use tpuscope_core::{Completeness, ReadError, Trace, TraceBuilder, read_trace, read_traces};
+
+use crate::lanes::{LaneBuilder, SourceLanes};
 
 /// The sample opened when no trace is given: a real JAX run that recompiles its train step.
 pub const SAMPLE: &[u8] = include_bytes!("../../sample_traces/real/jax_lr.tps");
@@ -23,6 +28,143 @@ pub fn sample_whatif() -> Option<tpuscope_analyzers::whatif::WhatIfReport> {
     serde_json::from_str(SAMPLE_WHATIF).ok()
 }
 
+/// How many events apart the offsets a run read from its file notes are: reading one back
+/// decodes at most this many records.
+const MARK_EVERY: usize = 256;
+
+/// A run as the window holds it: its trace's tables, the digest of its events and its lanes,
+/// made once, and its records: held whole (a trace given as bytes, or followed as it grows),
+/// or read back from its file when one is asked for (a finished file, read as it streamed by:
+/// its records are never held).
+#[derive(Debug)]
+pub struct Run {
+    /// The tables (strings, stacks, blobs, manifest); its events only when they are held.
+    pub trace: Arc<Trace>,
+    pub digest: Arc<Digest>,
+    pub lanes: Arc<SourceLanes>,
+    records: Records,
+}
+
+#[derive(Debug)]
+enum Records {
+    /// In `trace.events`.
+    Held,
+    /// In the file at `path`: `marks[k]` is the offset of the frame of event `k·MARK_EVERY`.
+    File {
+        path: PathBuf,
+        marks: Vec<u64>,
+        /// The last one read back (a hovered bar asks for the same record every frame).
+        last: Mutex<Option<(usize, Record)>>,
+    },
+}
+
+/// What a run read from its file gathers per segment as the events stream by.
+#[derive(Default)]
+struct Fold {
+    digest: DigestBuilder,
+    lanes: LaneBuilder,
+    marks: Vec<u64>,
+}
+
+impl Run {
+    /// A run whose records are all held.
+    pub fn held(trace: Trace) -> Run {
+        let digest = Digest::of(&trace);
+        let lanes = LaneBuilder::of(&trace);
+        Run {
+            trace: Arc::new(trace),
+            digest: Arc::new(digest),
+            lanes: Arc::new(lanes),
+            records: Records::Held,
+        }
+    }
+
+    /// The runs of a regular file (one per host of a merged job), read as it streams by: each
+    /// event goes into its segment's digest and lanes, and every [`MARK_EVERY`]th one's offset is
+    /// noted for reading records back.
+    fn read_folded(path: &Path) -> Result<Vec<Run>, ReadError> {
+        let mut folds: Vec<Fold> = Vec::new();
+        let frame_at = Cell::new(0u64);
+        let traces = TraceStream::open(path)?.skim_frames(
+            DigestBuilder::decodes,
+            |segment, r| {
+                if folds.len() <= segment {
+                    folds.resize_with(segment + 1, Fold::default);
+                }
+                let Some(f) = folds.get_mut(segment) else {
+                    return;
+                };
+                let e = f.digest.events();
+                let e32 = u32::try_from(e).unwrap_or(u32::MAX);
+                match r {
+                    Skimmed::Raw(RecordKind::Transfer, payload)
+                        if let Some(t) = TransferRef::parse(payload) =>
+                    {
+                        // Most of a long trace: parsed once, for both.
+                        f.lanes.add_transfer(e32, &t);
+                        f.digest.push_transfer(&t);
+                    }
+                    Skimmed::Decoded(rec) => {
+                        f.lanes.add(e32, &rec);
+                        f.digest.push(&rec);
+                    }
+                    Skimmed::Raw(kind, payload) => {
+                        if let Ok(rec) = Record::decode_payload(kind, payload) {
+                            f.lanes.add(e32, &rec);
+                        }
+                        f.digest.push_skimmed(Skimmed::Raw(kind, payload));
+                    }
+                }
+                if f.digest.events() > e && e.is_multiple_of(MARK_EVERY) {
+                    f.marks.push(frame_at.get());
+                }
+            },
+            |_, start, _| frame_at.set(start),
+        )?;
+        folds.resize_with(traces.len(), Fold::default);
+        Ok(traces
+            .into_iter()
+            .zip(folds)
+            .map(|(t, f)| {
+                let (trace, digest) = f.digest.finish_for(t);
+                let lanes = f.lanes.finish(&trace);
+                Run {
+                    trace: Arc::new(trace),
+                    digest: Arc::new(digest),
+                    lanes: Arc::new(lanes),
+                    records: Records::File {
+                        path: path.to_path_buf(),
+                        marks: f.marks,
+                        last: Mutex::new(None),
+                    },
+                }
+            })
+            .collect())
+    }
+
+    /// Its `event`-th event record: held, kept in the digest, or read back from the file (`None`
+    /// when there is no such record, or the file no longer has it).
+    pub fn record(&self, event: usize) -> Option<Cow<'_, Record>> {
+        let (path, marks, last) = match &self.records {
+            Records::Held => return self.trace.events.get(event).map(Cow::Borrowed),
+            Records::File { path, marks, last } => (path, marks, last),
+        };
+        if let Some(r) = self.digest.other(event) {
+            return Some(Cow::Borrowed(r));
+        }
+        let mut last = last.lock().ok()?;
+        if let Some((e, r)) = last.as_ref()
+            && *e == event
+        {
+            return Some(Cow::Owned(r.clone()));
+        }
+        let offset = *marks.get(event / MARK_EVERY)?;
+        let r = tpuscope_core::stream::event_at(path, offset, event % MARK_EVERY).ok()??;
+        *last = Some((event, r.clone()));
+        Some(Cow::Owned(r))
+    }
+}
+
 /// A trace file that may still grow: the bytes after `offset` are pushed into a builder.
 #[derive(Debug)]
 pub struct Follower {
@@ -30,6 +172,8 @@ pub struct Follower {
     /// Bytes of the file consumed so far.
     pub offset: u64,
     builder: TraceBuilder,
+    /// The run made of what was read so far, made when first asked for after it changed.
+    run: OnceLock<Arc<Run>>,
 }
 
 impl Follower {
@@ -41,11 +185,20 @@ impl Follower {
             path: path.to_path_buf(),
             offset: bytes.len() as u64,
             builder,
+            run: OnceLock::new(),
         })
     }
 
     pub fn trace(&self) -> Option<&Trace> {
         self.builder.trace()
+    }
+
+    /// What was read so far as a run (its trace copied: the builder goes on).
+    pub fn run(&self) -> Option<Arc<Run>> {
+        let t = self.trace()?;
+        Some(Arc::clone(
+            self.run.get_or_init(|| Arc::new(Run::held(t.clone()))),
+        ))
     }
 
     /// Reads what was appended since the last call; returns how many records it held.
@@ -76,14 +229,18 @@ impl Follower {
         f.read_to_end(&mut buf)
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         self.offset += buf.len() as u64;
-        self.builder.push(&buf).map_err(|e| e.to_string())
+        let n = self.builder.push(&buf).map_err(|e| e.to_string())?;
+        if n > 0 {
+            self.run = OnceLock::new();
+        }
+        Ok(n)
     }
 }
 
 /// How a source holds its trace.
 #[derive(Debug)]
 pub enum Held {
-    Static(Arc<Trace>),
+    Static(Arc<Run>),
     Live(Box<Follower>),
 }
 
@@ -96,35 +253,23 @@ pub struct Source {
     pub held: Option<Held>,
     /// Why it could not be read (then `held` is `None`), or why following it stopped.
     pub error: Option<String>,
-    /// The digest of a trace that cannot change, made once: the timeline, the analysis and
-    /// a click on a step all read it (each made its own, a second or more on a long trace).
-    digest: OnceLock<Arc<Digest>>,
 }
 
 impl Source {
-    pub fn trace(&self) -> Option<&Trace> {
-        match self.held.as_ref()? {
-            Held::Static(t) => Some(t),
-            Held::Live(f) => f.trace(),
+    /// Whether it holds a trace (one that could not be read does not).
+    pub fn has_trace(&self) -> bool {
+        match &self.held {
+            Some(Held::Static(_)) => true,
+            Some(Held::Live(f)) => f.trace().is_some(),
+            None => false,
         }
     }
 
-    /// A trace the analysis thread can own: shared when it cannot change, copied when it grows.
-    pub fn snapshot(&self) -> Option<Arc<Trace>> {
+    /// Its run: made once for a trace that cannot change, afresh after a followed one grew.
+    pub fn run(&self) -> Option<Arc<Run>> {
         match self.held.as_ref()? {
-            Held::Static(t) => Some(Arc::clone(t)),
-            Held::Live(f) => f.trace().map(|t| Arc::new(t.clone())),
-        }
-    }
-
-    /// The digest of its trace's events: made once for a trace that cannot change, afresh for
-    /// one followed as it grows.
-    pub fn digest(&self) -> Option<Arc<Digest>> {
-        match self.held.as_ref()? {
-            Held::Static(t) => Some(Arc::clone(
-                self.digest.get_or_init(|| Arc::new(Digest::of(t))),
-            )),
-            Held::Live(f) => f.trace().map(|t| Arc::new(Digest::of(t))),
+            Held::Static(r) => Some(Arc::clone(r)),
+            Held::Live(f) => f.run(),
         }
     }
 
@@ -140,14 +285,17 @@ impl Source {
     /// A trace held in memory (never followed).
     pub fn from_bytes(label: &str, bytes: &[u8]) -> Source {
         match read_trace(bytes) {
-            Ok(t) => Source {
-                label: label.to_string(),
-                path: None,
-                held: Some(Held::Static(Arc::new(t))),
-                error: None,
-                digest: OnceLock::new(),
-            },
+            Ok(t) => Source::held(label.to_string(), None, t),
             Err(e) => Source::failed(label, None, e.to_string()),
+        }
+    }
+
+    fn held(label: String, path: Option<&Path>, t: Trace) -> Source {
+        Source {
+            label,
+            path: path.map(Path::to_path_buf),
+            held: Some(Held::Static(Arc::new(Run::held(t)))),
+            error: None,
         }
     }
 
@@ -177,18 +325,11 @@ impl Source {
                     path: Some(path.to_path_buf()),
                     held: Some(Held::Live(Box::new(f))),
                     error: None,
-                    digest: OnceLock::new(),
                 },
                 Err(e) => Source::failed(&label, Some(path), format!("{label}: {e}")),
             }
         } else {
-            Source {
-                label,
-                path: Some(path.to_path_buf()),
-                held: Some(Held::Static(Arc::new(trace))),
-                error: None,
-                digest: OnceLock::new(),
-            }
+            Source::held(label, Some(path), trace)
         }
     }
 
@@ -202,52 +343,54 @@ impl Source {
             return None;
         }
         let traces = read_traces(bytes).ok()?;
-        Some(traces.into_iter().map(|t| Source::read(path, t)).collect())
+        Some(
+            traces
+                .into_iter()
+                .map(|t| Source::of_run(path, Run::held(t)))
+                .collect(),
+        )
     }
 
-    /// A trace read whole from `path` (a host of a merged job is named by process index and
-    /// host).
-    fn read(path: &Path, t: Trace) -> Source {
-        let host = t.segment.as_ref().map_or_else(String::new, |s| {
+    /// A run read from `path` (a host of a merged job is named by process index and host).
+    fn of_run(path: &Path, run: Run) -> Source {
+        let host = run.trace.segment.as_ref().map_or_else(String::new, |s| {
             format!(" · p{} {}", s.process_index, s.host)
         });
         Source {
             label: format!("{}{host}", path.display()),
             path: Some(path.to_path_buf()),
-            held: Some(Held::Static(Arc::new(t))),
+            held: Some(Held::Static(Arc::new(run))),
             error: None,
-            digest: OnceLock::new(),
         }
     }
 
-    /// A regular file that will not grow, read as it streams by (its bytes are never held
-    /// whole): its sources (one per host of a merged job), or the failed source when it cannot be
-    /// read. `None` when it is not a regular file, or is one trace without an end record (its
-    /// writer may still be running: it is read whole and followed).
+    /// A regular file that will not grow, read as it streams by (its bytes and records are
+    /// never held whole): its sources (one per host of a merged job), or the failed source when
+    /// it cannot be read. `None` when it is not a regular file, or is one trace without an end
+    /// record (its writer may still be running: it is read whole and followed).
     fn read_finished(path: &Path) -> Option<Result<Vec<Source>, Source>> {
         // Asked before opening: a FIFO gives its bytes to one read only, which must be the
         // whole read.
         if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
             return None;
         }
-        let read = TraceStream::open(path).and_then(|s| s.read_all(false));
-        let traces = match read {
-            Ok(t) => t,
+        let runs = match Run::read_folded(path) {
+            Ok(r) => r,
             Err(e) => {
                 let label = path.display().to_string();
                 return Some(Err(Source::failed(&label, Some(path), e.line(path))));
             }
         };
-        let merged = traces.iter().any(|t| t.segment.is_some());
-        if let [t] = traces.as_slice()
+        let merged = runs.iter().any(|r| r.trace.segment.is_some());
+        if let [r] = runs.as_slice()
             && !merged
-            && matches!(t.completeness, Completeness::NoEndRecord { .. })
+            && matches!(r.trace.completeness, Completeness::NoEndRecord { .. })
         {
             return None;
         }
-        Some(Ok(traces
+        Some(Ok(runs
             .into_iter()
-            .map(|t| Source::read(path, t))
+            .map(|r| Source::of_run(path, r))
             .collect()))
     }
 
@@ -257,7 +400,6 @@ impl Source {
             path: path.map(Path::to_path_buf),
             held: None,
             error: Some(error),
-            digest: OnceLock::new(),
         }
     }
 
@@ -266,21 +408,25 @@ impl Source {
         let Some(Held::Live(f)) = self.held.as_mut() else {
             return 0;
         };
+        let stop = |held: &mut Option<Held>| {
+            if let Some(Held::Live(f)) = held.take() {
+                *held = f
+                    .builder
+                    .into_trace()
+                    .map(|t| Held::Static(Arc::new(Run::held(t))));
+            }
+        };
         match f.poll() {
             Ok(n) => {
                 // The writer closed the trace: nothing more will come.
-                if f.trace().is_some_and(|t| t.end.is_some())
-                    && let Some(Held::Live(f)) = self.held.take()
-                {
-                    self.held = f.builder.into_trace().map(|t| Held::Static(Arc::new(t)));
+                if f.trace().is_some_and(|t| t.end.is_some()) {
+                    stop(&mut self.held);
                 }
                 n
             }
             Err(e) => {
                 // Keep what was read; stop following.
-                if let Some(Held::Live(f)) = self.held.take() {
-                    self.held = f.builder.into_trace().map(|t| Held::Static(Arc::new(t)));
-                }
+                stop(&mut self.held);
                 self.error = Some(e);
                 0
             }

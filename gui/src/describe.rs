@@ -10,10 +10,7 @@ use tpuscope_core::event::Record;
 use crate::fmt;
 
 /// One line: `compile jit_train_step mlir 1.3 KiB at proj/train.py:33 in 80.0 ms`.
-pub fn line(trace: &Trace, event: usize, names: &ExecutableNames) -> String {
-    let Some(r) = trace.events.get(event) else {
-        return String::new();
-    };
+pub fn line(trace: &Trace, r: &Record, names: &ExecutableNames) -> String {
     match describe::record(trace, r, names) {
         Some(d) => d.line(),
         None => r.kind().name().to_string(),
@@ -28,14 +25,8 @@ pub struct Details {
     pub stack: Vec<(String, bool)>,
 }
 
-pub fn details(trace: &Trace, event: usize, t0: u64, names: &ExecutableNames) -> Details {
-    let Some(r) = trace.events.get(event) else {
-        return Details {
-            title: String::new(),
-            fields: Vec::new(),
-            stack: Vec::new(),
-        };
-    };
+/// `r` is a record of `trace`; times are shown from `t0`.
+pub fn details(trace: &Trace, r: &Record, t0: u64, names: &ExecutableNames) -> Details {
     let since_start = |t: u64| fmt::dur(t.saturating_sub(t0) as f64);
     let mut fields: Vec<(String, String)> = Vec::new();
     if let Some(t) = r.t_ns() {

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use eframe::egui::{self, Align2, Color32, FontId, Rect, Sense, pos2, vec2};
-use tpuscope_analyzers::flame::{FlameKind, folded};
+use tpuscope_analyzers::flame::{FlameKind, folded_of};
 use tpuscope_analyzers::source::is_framework_file;
-use tpuscope_core::Trace;
+
+use crate::data::Run;
 
 use crate::fmt;
 
@@ -14,11 +15,11 @@ use crate::fmt;
 pub type Folded = Vec<(String, u64)>;
 
 /// Folded stacks of all traces, equal stacks summed: (compile time, sync stall), in µs.
-pub fn folded_all(traces: &[(usize, &Trace)]) -> (Folded, Folded) {
+pub fn folded_all(runs: &[(usize, &Run)]) -> (Folded, Folded) {
     let merge = |kind: FlameKind| {
         let mut m: BTreeMap<String, u64> = BTreeMap::new();
-        for &(_, t) in traces {
-            for (s, w) in folded(t, kind) {
+        for &(_, r) in runs {
+            for (s, w) in folded_of(&r.trace, &r.digest, kind) {
                 *m.entry(s).or_default() += w;
             }
         }

@@ -1,11 +1,16 @@
 //! Timeline data: the spans of each lane (a host thread or a device), sorted, with a summary
 //! pyramid so that a frame draws at most about one bar per pixel column whatever the zoom.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use tpuscope_analyzers::digest::Digest;
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record};
+use tpuscope_core::wire::TransferRef;
+
+use crate::data::Run;
 
 /// What a span stands for (its colour).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,16 +90,109 @@ impl Summary {
     }
 }
 
-/// The spans of one lane, sorted by start.
-#[derive(Clone, Debug, Default)]
+/// Values appended in order and read by index, in chunks of [`CHUNK`]: growing never copies
+/// what is there nor holds room for as many again (a lane of a long run has millions of spans).
+#[derive(Clone, Debug, PartialEq)]
+struct Chunked<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Chunked {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+const CHUNK_BITS: u32 = 16;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+impl<T: Copy> Chunked<T> {
+    fn push(&mut self, v: T) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(v),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(v);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// The `i`-th value; `i < len`.
+    fn at(&self, i: usize) -> T {
+        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+    }
+
+    fn set(&mut self, i: usize, v: T) {
+        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)] = v;
+    }
+
+    fn last(&self) -> Option<T> {
+        self.chunks.last()?.last().copied()
+    }
+
+    /// The first index in `lo..hi` whose value fails `pred`, all those before passing it (as
+    /// `slice::partition_point`).
+    fn partition_point(&self, lo: usize, hi: usize, pred: impl Fn(T) -> bool) -> usize {
+        let (mut lo, mut hi) = (lo, hi);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.at(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The values in order.
+    fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        self.chunks.iter().flat_map(|c| c.iter().copied())
+    }
+
+    /// Puts value `order[i]` at `i`, in place (`order` is a permutation of `0..len`); `done` is
+    /// scratch of `len` bits.
+    fn permute(&mut self, order: &[u32], done: &mut [u64]) {
+        done.fill(0);
+        for first in 0..order.len() {
+            if done[first / 64] & (1 << (first % 64)) != 0 {
+                continue;
+            }
+            // Follow the cycle through `first`: each slot takes the value of the one it names.
+            let held = self.at(first);
+            let mut i = first;
+            loop {
+                done[i / 64] |= 1 << (i % 64);
+                let from = order[i] as usize;
+                if from == first {
+                    self.set(i, held);
+                    break;
+                }
+                let v = self.at(from);
+                self.set(i, v);
+                i = from;
+            }
+        }
+    }
+}
+
+/// The spans of one lane, sorted by start (those that start together in the order they came),
+/// 21 bytes each.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Spans {
-    pub start: Vec<u64>,
-    pub end: Vec<u64>,
-    pub kind: Vec<Kind>,
+    start: Chunked<u64>,
+    end: Chunked<u64>,
+    kind: Chunked<Kind>,
     /// Index of the record in its trace's `events`.
-    pub event: Vec<u32>,
-    /// Running maximum of `end`: the first span that can reach a time is found by bisection.
-    prefix_max_end: Vec<u64>,
+    event: Chunked<u32>,
+    /// Appended in order so far (no sort needed).
+    sorted: bool,
     /// `levels[k][b]` summarises spans `[b·16^(k+1), (b+1)·16^(k+1))`.
     levels: Vec<Vec<Summary>>,
 }
@@ -113,58 +211,109 @@ pub struct Bar {
 }
 
 impl Spans {
-    fn from_unsorted(mut items: Vec<(u64, u64, Kind, u32)>) -> Spans {
-        items.sort_by_key(|s| (s.0, s.1));
-        let n = items.len();
-        let mut s = Spans {
-            start: Vec::with_capacity(n),
-            end: Vec::with_capacity(n),
-            kind: Vec::with_capacity(n),
-            event: Vec::with_capacity(n),
-            prefix_max_end: Vec::with_capacity(n),
-            levels: Vec::new(),
-        };
-        let mut running = 0;
-        for (a, b, k, e) in items {
-            let b = b.max(a);
-            running = running.max(b);
-            s.start.push(a);
-            s.end.push(b);
-            s.kind.push(k);
-            s.event.push(e);
-            s.prefix_max_end.push(running);
+    /// Appends a span (any order: [`Spans::finish`] sorts).
+    fn push(&mut self, start: u64, end: u64, kind: Kind, event: u32) {
+        let end = end.max(start);
+        if self.is_empty() {
+            self.sorted = true;
+        } else if self.sorted
+            && let Some(s) = self.start.last()
+        {
+            self.sorted = s <= start;
+        }
+        self.start.push(start);
+        self.end.push(end);
+        self.kind.push(kind);
+        self.event.push(event);
+    }
+
+    /// Moves every span `by` ns earlier (to its source's origin), sorts them and builds the
+    /// summaries.
+    fn finish(&mut self, by: u64) {
+        let n = self.len();
+        for i in 0..n {
+            self.start.set(i, self.start.at(i).saturating_sub(by));
+            self.end.set(i, self.end.at(i).saturating_sub(by));
+        }
+        if !self.sorted {
+            // Spans that start together keep their order in the file (the order they came in).
+            let mut keys: Vec<(u64, u32)> = self.start.iter().zip(0..).collect();
+            keys.sort_unstable();
+            let order: Vec<u32> = keys.into_iter().map(|(_, i)| i).collect();
+            let mut done = vec![0u64; n.div_ceil(64)];
+            self.start.permute(&order, &mut done);
+            self.end.permute(&order, &mut done);
+            self.kind.permute(&order, &mut done);
+            self.event.permute(&order, &mut done);
+            self.sorted = true;
         }
         // The first level straight from the spans (a summary per span would be as large as the
         // spans themselves), each next one from the level below.
+        self.levels.clear();
         if n > 1 {
             let first: Vec<Summary> = (0..n)
                 .step_by(FANOUT)
-                .map(|b| (b..(b + FANOUT).min(n)).fold(Summary::EMPTY, |a, i| a.add(s.single(i))))
+                .map(|b| {
+                    (b..(b + FANOUT).min(n)).fold(Summary::EMPTY, |a, i| a.add(self.single(i)))
+                })
                 .collect();
-            s.levels.push(first);
+            self.levels.push(first);
         }
-        while let Some(below) = s.levels.last().filter(|l| l.len() > 1) {
+        while let Some(below) = self.levels.last().filter(|l| l.len() > 1) {
             let level: Vec<Summary> = below
                 .chunks(FANOUT)
                 .map(|c| c.iter().fold(Summary::EMPTY, |a, &b| a.add(b)))
                 .collect();
-            s.levels.push(level);
+            self.levels.push(level);
         }
+    }
+
+    #[cfg(test)]
+    fn from_unsorted(items: Vec<(u64, u64, Kind, u32)>) -> Spans {
+        let mut s = Spans::default();
+        for (a, b, k, e) in items {
+            s.push(a, b, k, e);
+        }
+        s.finish(0);
         s
     }
 
     pub fn len(&self) -> usize {
-        self.start.len()
+        self.start.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.start.is_empty()
+        self.len() == 0
+    }
+
+    /// Span `i`: (start, end, kind, record); `None` past the end.
+    pub fn get(&self, i: usize) -> Option<(u64, u64, Kind, u32)> {
+        (i < self.len()).then(|| {
+            (
+                self.start.at(i),
+                self.end.at(i),
+                self.kind.at(i),
+                self.event.at(i),
+            )
+        })
+    }
+
+    /// The latest end of any span.
+    pub fn max_end(&self) -> Option<u64> {
+        match self.levels.last().and_then(|l| l.first()) {
+            Some(s) => Some(s.max_end),
+            None => self.end.last(),
+        }
+    }
+
+    fn dur(&self, i: usize) -> u64 {
+        self.end.at(i) - self.start.at(i)
     }
 
     fn single(&self, i: usize) -> Summary {
         Summary {
-            max_end: self.end[i],
-            max_dur: self.end[i] - self.start[i],
+            max_end: self.end.at(i),
+            max_dur: self.dur(i),
             longest: i as u32,
         }
     }
@@ -212,7 +361,7 @@ impl Spans {
     /// `f` for the spans of block `b` of level `k` (level 0: span `b`) that reach `t`.
     fn descend(&self, k: usize, b: usize, t: u64, f: &mut impl FnMut(usize)) {
         if k == 0 {
-            if self.end.get(b).is_some_and(|&e| e >= t) {
+            if b < self.len() && self.end.at(b) >= t {
                 f(b);
             }
             return;
@@ -238,8 +387,7 @@ impl Spans {
         let px = |t: u64| ((t as f64 - v0) / ns_per_px) as f32;
         let lo = v0.max(0.0).floor() as u64;
         let hi = v1.max(0.0).ceil() as u64;
-        let first = self.prefix_max_end.partition_point(|&e| e < lo);
-        let last = self.start.partition_point(|&s| s <= hi);
+        let last = self.start.partition_point(0, n, |s| s <= hi);
         let mut acc: Option<Bar> = None;
         let push = |out: &mut Vec<Bar>, acc: &mut Option<Bar>, b: Bar, wide: bool| {
             if wide {
@@ -256,9 +404,7 @@ impl Spans {
                         && (b.kind == a.kind || b.x1 <= a.x1 || b.x1 - a.x0 < 1.0) =>
                 {
                     a.x1 = a.x1.max(b.x1);
-                    let longer = self.end[b.span as usize] - self.start[b.span as usize]
-                        > self.end[a.span as usize] - self.start[a.span as usize];
-                    if longer {
+                    if self.dur(b.span as usize) > self.dur(a.span as usize) {
                         a.span = b.span;
                         a.kind = b.kind;
                     }
@@ -271,44 +417,46 @@ impl Spans {
             }
         };
         let bar = |i: usize, count: u32, end: u64| Bar {
-            x0: px(self.start[i]),
+            x0: px(self.start.at(i)),
             x1: px(end),
-            kind: self.kind[i],
+            kind: self.kind.at(i),
             span: i as u32,
             count,
         };
         // Spans that started before the view but reach into it.
-        let before = self.start[first..last].partition_point(|&s| s < lo) + first;
+        let before = self.start.partition_point(0, last, |s| s < lo);
         let mut reaching = Vec::new();
-        self.each_reaching(first, before, lo, &mut |i| reaching.push(i));
+        self.each_reaching(0, before, lo, &mut |i| reaching.push(i));
         for i in reaching {
-            let wide = (self.end[i] - self.start[i]) as f64 >= ns_per_px;
-            push(out, &mut acc, bar(i, 1, self.end[i]), wide);
+            let wide = self.dur(i) as f64 >= ns_per_px;
+            push(out, &mut acc, bar(i, 1, self.end.at(i)), wide);
         }
         let mut i = before;
         while i < last {
-            let dur = self.end[i] - self.start[i];
-            if dur as f64 >= ns_per_px {
-                push(out, &mut acc, bar(i, 1, self.end[i]), true);
+            if self.dur(i) as f64 >= ns_per_px {
+                push(out, &mut acc, bar(i, 1, self.end.at(i)), true);
                 i += 1;
                 continue;
             }
             // Every span starting in this pixel column.
-            let col = ((self.start[i] as f64 - v0) / ns_per_px).floor();
+            let col = ((self.start.at(i) as f64 - v0) / ns_per_px).floor();
             let col_end = v0 + (col + 1.0) * ns_per_px;
-            let j = (i + self.start[i..last].partition_point(|&s| (s as f64) < col_end)).max(i + 1);
+            let j = self
+                .start
+                .partition_point(i, last, |s| (s as f64) < col_end)
+                .max(i + 1);
             let s = self.summary(i, j);
             if s.max_dur as f64 >= ns_per_px {
                 // A wide span starts in this column too: take this one alone and go on.
-                push(out, &mut acc, bar(i, 1, self.end[i]), false);
+                push(out, &mut acc, bar(i, 1, self.end.at(i)), false);
                 i += 1;
                 continue;
             }
             let longest = s.longest as usize;
             let b = Bar {
-                x0: px(self.start[i]),
+                x0: px(self.start.at(i)),
                 x1: px(s.max_end),
-                kind: self.kind[longest],
+                kind: self.kind.at(longest),
                 span: s.longest,
                 count: (j - i) as u32,
             };
@@ -320,17 +468,54 @@ impl Spans {
 
     /// Spans of this lane whose record is `event` (usually one).
     pub fn find_event(&self, event: u32) -> Option<usize> {
-        self.event.iter().position(|&e| e == event)
+        self.event.iter().position(|e| e == event)
     }
 }
 
-/// A row of the timeline.
+/// A row of the timeline: a lane's spans, kept in ns since its source's origin, drawn `shift` ns
+/// later (a host of a job is drawn on the job timeline, whose start may come before its own).
 #[derive(Clone, Debug)]
 pub struct Lane {
     pub source: usize,
     pub label: String,
     pub device: bool,
-    pub spans: Spans,
+    spans: Arc<Spans>,
+    shift: u64,
+}
+
+impl Lane {
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Where span `i` starts and ends on the timeline (ns since the view's origin).
+    pub fn start(&self, i: usize) -> Option<u64> {
+        self.spans.get(i).map(|(s, ..)| s + self.shift)
+    }
+
+    pub fn end(&self, i: usize) -> Option<u64> {
+        self.spans.get(i).map(|(_, e, ..)| e + self.shift)
+    }
+
+    /// The record span `i` stands for (its index among its trace's events).
+    pub fn event(&self, i: usize) -> Option<usize> {
+        self.spans.get(i).map(|(.., e)| e as usize)
+    }
+
+    /// [`Spans::bars`] of the view `[v0, v1)` on the timeline.
+    pub fn bars(&self, v0: f64, v1: f64, width: f32, out: &mut Vec<Bar>) {
+        let shift = self.shift as f64;
+        self.spans.bars(v0 - shift, v1 - shift, width, out);
+    }
+
+    /// Spans of this lane whose record is `event` (usually one).
+    fn find_event(&self, event: u32) -> Option<usize> {
+        self.spans.find_event(event)
+    }
 }
 
 /// Everything the timeline draws.
@@ -353,14 +538,9 @@ pub struct Timeline {
     pub aligned: bool,
 }
 
-/// The start a trace's times are drawn from: its manifest's, unless events came earlier.
-pub fn origin(trace: &Trace) -> u64 {
-    let first = trace
-        .events
-        .iter()
-        .filter_map(Record::t_ns)
-        .filter(|&t| t > 0)
-        .min();
+/// The start a trace's times are drawn from: its manifest's, unless events came earlier
+/// (`first`: the earliest time after 0 of an event).
+pub fn origin(trace: &Trace, first: Option<u64>) -> u64 {
     match (trace.manifest.as_ref().map(|m| m.start_mono_ns), first) {
         (Some(m), Some(f)) if m > 0 => m.min(f),
         (_, Some(f)) => f,
@@ -382,21 +562,25 @@ fn job_of(trace: &Trace) -> &str {
 /// multi-process PJRT client), each source's origin
 /// on its own monotonic clock such that all origins are the same job-timeline instant: the
 /// earliest start of any host. `None` when the traces are not one job's hosts.
-fn job_origins(traces: &[(usize, &Trace)]) -> Option<Vec<u64>> {
-    let job = job_of(traces.first()?.1);
-    let shared_id = !job.is_empty() && traces.iter().all(|(_, t)| job_of(t) == job);
-    let all: Vec<&Trace> = traces.iter().map(|(_, t)| *t).collect();
-    if traces.len() < 2 || !(shared_id || tpuscope_analyzers::hosts::one_pjrt_job(&all)) {
+fn job_origins(runs: &[(usize, &Run)]) -> Option<Vec<u64>> {
+    let job = job_of(&runs.first()?.1.trace);
+    let shared_id = !job.is_empty() && runs.iter().all(|(_, r)| job_of(&r.trace) == job);
+    let all: Vec<&Trace> = runs.iter().map(|(_, r)| r.trace.as_ref()).collect();
+    let last: Vec<Option<u64>> = runs.iter().map(|(_, r)| r.digest.last_t_in_file).collect();
+    if runs.len() < 2 || !(shared_id || tpuscope_analyzers::hosts::one_pjrt_job_at(&all, &last)) {
         return None;
     }
-    let offsets: Vec<i128> = traces
+    let offsets: Vec<i128> = runs
         .iter()
-        .map(|(_, t)| i128::from(tpuscope_core::align::job_offset_ns(t)))
+        .map(|(_, r)| {
+            let clocks = r.digest.others().map(|(_, rec)| rec);
+            i128::from(tpuscope_core::align::job_offset_of(&r.trace, clocks))
+        })
         .collect();
-    let start = traces
+    let start = runs
         .iter()
         .zip(&offsets)
-        .map(|((_, t), off)| i128::from(origin(t)) + off)
+        .map(|((_, r), off)| i128::from(r.lanes.origin) + off)
         .min()?;
     Some(
         offsets
@@ -409,95 +593,83 @@ fn job_origins(traces: &[(usize, &Trace)]) -> Option<Vec<u64>> {
 impl Timeline {
     /// Lanes of every source, in source order: its threads (by thread id), then its devices.
     /// The hosts of one job are drawn on the job timeline (see [`Timeline::aligned`]).
-    pub fn build(traces: &[(usize, &Trace, &Digest)]) -> Timeline {
+    pub fn build(runs: &[(usize, &Run)]) -> Timeline {
         let mut tl = Timeline::default();
-        let sources = traces.iter().map(|(s, _, _)| *s + 1).max().unwrap_or(0);
+        let sources = runs.iter().map(|(s, _)| *s + 1).max().unwrap_or(0);
         tl.t0 = vec![0; sources];
-        let multi = traces.len() > 1;
-        let plain: Vec<(usize, &Trace)> = traces.iter().map(|&(s, t, _)| (s, t)).collect();
-        let job = job_origins(&plain);
+        let multi = runs.len() > 1;
+        let job = job_origins(runs);
         tl.aligned = job.is_some();
-        for (k, &(source, trace, digest)) in traces.iter().enumerate() {
+        for (k, &(source, run)) in runs.iter().enumerate() {
             let t0 = job
                 .as_ref()
                 .and_then(|o| o.get(k).copied())
-                .unwrap_or_else(|| origin(trace));
+                .unwrap_or(run.lanes.origin);
             tl.t0[source] = t0;
             let prefix = if multi {
-                format!("{} · ", short_label(&source_label(trace, source)))
+                format!("{} · ", short_label(&source_label(&run.trace, source)))
             } else {
                 String::new()
             };
-            tl.add_source(source, trace, digest, t0, &prefix);
+            tl.add_source(source, run, t0, &prefix);
         }
         tl
     }
 
     /// The phases, steps and lanes of one source whose times are drawn from `t0`.
-    fn add_source(&mut self, source: usize, trace: &Trace, digest: &Digest, t0: u64, prefix: &str) {
+    fn add_source(&mut self, source: usize, run: &Run, t0: u64, prefix: &str) {
         let rel = |t: u64| t.saturating_sub(t0);
+        let (trace, digest) = (run.trace.as_ref(), run.digest.as_ref());
         let (step_source, bounds) = tpuscope_analyzers::steps::boundaries_of(trace, digest);
-        let step_marker = match step_source {
-            tpuscope_analyzers::steps::StepSource::Marker { marker } => Some(marker),
-            _ => None,
-        };
-        let last = trace
-            .events
-            .iter()
-            .filter_map(Record::t_ns)
-            .max()
-            .unwrap_or(t0);
+        let last = digest.last_t.unwrap_or(t0);
         if let Some(p) = tpuscope_analyzers::phases::Phases::from_steps(&bounds, t0, last) {
             self.phases
                 .push((source, rel(p.steady_start_ns), rel(p.loop_end_ns)));
         }
-        let mut spans = SourceSpans::new(t0, step_marker.as_deref());
-        for (idx, r) in trace.events.iter().enumerate() {
-            spans.add(idx as u32, r);
-        }
-        self.steps
-            .extend(spans.steps.iter().map(|&(t, no)| (source, t, no)));
-        if step_marker.is_none() {
+        match step_source {
+            tpuscope_analyzers::steps::StepSource::Marker { marker } => {
+                let times = digest.step_marks.iter().find(|(m, _)| *m == marker);
+                for (i, &t) in times.into_iter().flat_map(|(_, t)| t).enumerate() {
+                    self.steps.push((source, rel(t), i as u64 + 1));
+                }
+            }
             // No markers: the analyzers' steps (runs of the dominant executable).
-            for (i, (start, _)) in bounds.iter().enumerate() {
-                self.steps.push((source, rel(*start), i as u64 + 1));
+            _ => {
+                for (i, (start, _)) in bounds.iter().enumerate() {
+                    self.steps.push((source, rel(*start), i as u64 + 1));
+                }
             }
         }
-        for (thread, items) in spans.threads {
-            self.push(Lane {
-                source,
-                label: format!("{prefix}thread {thread}"),
-                device: false,
-                spans: Spans::from_unsorted(items),
-            });
-        }
-        for (device, items) in spans.devices {
-            let label = if device < 0 {
-                format!("{prefix}summarized executes")
-            } else {
-                format!("{prefix}device {device}")
+        // The lanes keep ns since the source's own origin, which is at or after `t0`.
+        let shift = run.lanes.origin.saturating_sub(t0);
+        for (key, spans) in &run.lanes.lanes {
+            let (label, device) = match *key {
+                LaneKey::Thread(t) => (format!("{prefix}thread {t}"), false),
+                LaneKey::Device(d) if d < 0 => (format!("{prefix}summarized executes"), true),
+                LaneKey::Device(d) => (format!("{prefix}device {d}"), true),
             };
             self.push(Lane {
                 source,
                 label,
-                device: true,
-                spans: Spans::from_unsorted(items),
+                device,
+                spans: Arc::clone(spans),
+                shift,
             });
         }
     }
 
     fn push(&mut self, lane: Lane) {
-        if let Some(&m) = lane.spans.prefix_max_end.last() {
-            self.total_ns = self.total_ns.max(m);
+        if let Some(m) = lane.spans.max_end() {
+            self.total_ns = self.total_ns.max(m + lane.shift);
         }
-        if let Some(&s) = lane.spans.start.first() {
+        if let Some(s) = lane.start(0) {
             self.first_ns = if self.lanes.is_empty() {
                 s
             } else {
                 self.first_ns.min(s)
             };
         }
-        self.spans += lane.spans.len();
+        self.spans += lane.len();
         self.lanes.push(lane);
     }
 
@@ -510,65 +682,61 @@ impl Timeline {
         order
             .into_iter()
             .filter(|&l| self.lanes[l].source == source)
-            .find_map(|l| self.lanes[l].spans.find_event(e).map(|s| (l, s)))
+            .find_map(|l| self.lanes[l].find_event(e).map(|s| (l, s)))
     }
 }
 
-/// A span before sorting: (start, end, kind, event), in ns since the source's origin.
-type Item = (u64, u64, Kind, u32);
-
-/// The spans of one source gathered record by record, by lane.
-struct SourceSpans<'m> {
-    /// The source's origin: spans are kept in ns since it.
-    t0: u64,
-    /// The marker that starts a step, when the trace has step markers.
-    step_marker: Option<&'m str>,
-    threads: BTreeMap<u32, Vec<Item>>,
-    /// Device index → its spans; -1 holds the summarized executes.
-    devices: BTreeMap<i64, Vec<Item>>,
-    /// Execute seq → (dispatch time, event); device → its last completion.
-    launched: HashMap<u64, (u64, u32)>,
-    busy_until: HashMap<u32, u64>,
-    /// Marked steps: (ns since the origin, step number).
-    steps: Vec<(u64, u64)>,
+/// Which row a span is drawn on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LaneKey {
+    Thread(u32),
+    /// A device by index; -1 holds the summarized executes.
+    Device(i64),
 }
 
-impl<'m> SourceSpans<'m> {
-    fn new(t0: u64, step_marker: Option<&'m str>) -> Self {
-        SourceSpans {
-            t0,
-            step_marker,
-            threads: BTreeMap::new(),
-            devices: BTreeMap::new(),
-            launched: HashMap::new(),
-            busy_until: HashMap::new(),
-            steps: Vec::new(),
-        }
-    }
+/// A source's lanes, made once from its events: what the timeline draws of it.
+#[derive(Debug, Default, PartialEq)]
+pub struct SourceLanes {
+    /// The time the spans count from (see [`origin`]).
+    pub origin: u64,
+    /// Threads by id, then devices by index.
+    pub lanes: Vec<(LaneKey, Arc<Spans>)>,
+}
 
-    fn rel(&self, t: u64) -> u64 {
-        t.saturating_sub(self.t0)
+/// The spans of one source gathered record by record, by lane, as its events stream by (what
+/// is kept of a record is its span, not the record).
+#[derive(Default)]
+pub struct LaneBuilder {
+    /// In monotonic ns until [`LaneBuilder::finish`].
+    lanes: BTreeMap<LaneKey, Spans>,
+    /// Launches whose completions are awaited, by execute seq: (dispatch time, event,
+    /// completions still to come). One leaves when its last device finished it.
+    launched: FxHashMap<u64, (u64, u32, u32)>,
+    /// Each device's last completion, by device index.
+    busy_until: Vec<u64>,
+    /// The earliest time after 0 of an event.
+    first: Option<u64>,
+}
+
+impl LaneBuilder {
+    fn at(&mut self, key: LaneKey, start: u64, end: u64, k: Kind, e: u32) {
+        self.lanes.entry(key).or_default().push(start, end, k, e);
     }
 
     /// A span of `dur` ns from `t` on a host thread's lane.
     fn on_thread(&mut self, thread: u32, t: u64, dur: u64, k: Kind, e: u32) {
-        let at = self.rel(t);
-        self.threads
-            .entry(thread)
-            .or_default()
-            .push((at, at + dur, k, e));
+        self.at(LaneKey::Thread(thread), t, t + dur, k, e);
     }
 
-    /// A span already relative to the origin on a device's lane.
-    fn on_device(&mut self, device: i64, start: u64, end: u64, k: Kind, e: u32) {
-        self.devices
-            .entry(device)
-            .or_default()
-            .push((start, end, k, e));
+    fn seen(&mut self, t: Option<u64>) {
+        if let Some(t) = t.filter(|&t| t > 0) {
+            self.first = Some(self.first.map_or(t, |f| f.min(t)));
+        }
     }
 
-    /// Record `e` (its index in the trace's events) as spans on its lanes, or as a step.
-    fn add(&mut self, e: u32, r: &Record) {
+    /// Event `e` (its index in the trace's events) as spans on its lanes.
+    pub fn add(&mut self, e: u32, r: &Record) {
+        self.seen(r.t_ns());
         match r {
             Record::Compile(c) => {
                 let k = if c.error.is_some() {
@@ -586,25 +754,40 @@ impl<'m> SourceSpans<'m> {
                     Kind::Execute
                 };
                 self.on_thread(x.thread, x.t_ns, x.dur_ns, k, e);
-                self.launched.insert(x.seq, (x.t_ns, e));
-            }
-            Record::ExecuteComplete(c) => {
-                if let Some(&(t, _)) = self.launched.get(&c.seq) {
-                    let from = self.busy_until.get(&c.device_index).copied().unwrap_or(0);
-                    let start = t.max(from).min(c.t_ns);
-                    self.busy_until.insert(c.device_index, c.t_ns);
-                    let k = if c.error.is_some() {
-                        Kind::Error
-                    } else {
-                        Kind::Device
-                    };
-                    let (start, end) = (self.rel(start), self.rel(c.t_ns));
-                    self.on_device(i64::from(c.device_index), start, end, k, e);
+                if x.completion_tracked {
+                    self.launched
+                        .insert(x.seq, (x.t_ns, e, x.num_devices.max(1)));
                 }
             }
+            Record::ExecuteComplete(c) => {
+                let Some(entry) = self.launched.get_mut(&c.seq) else {
+                    return;
+                };
+                let t = entry.0;
+                entry.2 -= 1;
+                if entry.2 == 0 {
+                    self.launched.remove(&c.seq);
+                }
+                let dev = c.device_index as usize;
+                if self.busy_until.len() <= dev {
+                    self.busy_until.resize(dev + 1, 0);
+                }
+                let from = self.busy_until.get(dev).copied().unwrap_or(0);
+                let start = t.max(from).min(c.t_ns);
+                if let Some(b) = self.busy_until.get_mut(dev) {
+                    *b = c.t_ns;
+                }
+                let k = if c.error.is_some() {
+                    Kind::Error
+                } else {
+                    Kind::Device
+                };
+                let key = LaneKey::Device(i64::from(c.device_index));
+                self.at(key, start, c.t_ns, k, e);
+            }
             Record::ExecuteSummary(s) => {
-                let (start, end) = (self.rel(s.t_start_ns), self.rel(s.t_end_ns));
-                self.on_device(-1, start, end, Kind::Execute, e);
+                let key = LaneKey::Device(-1);
+                self.at(key, s.t_start_ns, s.t_end_ns, Kind::Execute, e);
             }
             Record::Transfer(x) => {
                 let k = if x.error.is_some() {
@@ -614,11 +797,7 @@ impl<'m> SourceSpans<'m> {
                 } else {
                     Kind::H2d
                 };
-                self.on_thread(x.thread, x.t_ns, x.dur_ns, k, e);
-                if x.device >= 0 {
-                    let start = self.rel(x.t_ns);
-                    self.on_device(i64::from(x.device), start, start + x.dur_ns, k, e);
-                }
+                self.transfer(e, x.thread, x.t_ns, x.dur_ns, x.device, k);
             }
             Record::Sync(s) => self.on_thread(s.thread, s.t_ns, s.dur_ns, Kind::Sync, e),
             Record::CacheStore(c) => self.on_thread(c.thread, c.t_ns, c.dur_ns, Kind::Cache, e),
@@ -629,12 +808,49 @@ impl<'m> SourceSpans<'m> {
             Record::Error(x) => self.on_thread(x.thread, x.t_ns, 0, Kind::Error, e),
             Record::Note(n) if n.t_ns > 0 => self.on_thread(n.thread, n.t_ns, 0, Kind::Note, e),
             Record::Client(c) => self.on_thread(c.thread, c.t_ns, c.dur_ns, Kind::Other, e),
-            Record::Step(s) if self.step_marker == Some(s.marker.as_str()) => {
-                let no = self.steps.len() as u64 + 1;
-                self.steps.push((self.rel(s.t_ns), no));
-            }
             _ => {}
         }
+    }
+
+    /// A plain transfer read in place (no error), as [`LaneBuilder::add`] takes a decoded one.
+    pub fn add_transfer(&mut self, e: u32, x: &TransferRef<'_>) {
+        self.seen(Some(x.t_ns));
+        let k = if x.direction == Direction::D2h as i32 {
+            Kind::D2h
+        } else {
+            Kind::H2d
+        };
+        self.transfer(e, x.thread, x.t_ns, x.dur_ns, x.device, k);
+    }
+
+    fn transfer(&mut self, e: u32, thread: u32, t: u64, dur: u64, device: i32, k: Kind) {
+        self.on_thread(thread, t, dur, k, e);
+        if device >= 0 {
+            self.at(LaneKey::Device(i64::from(device)), t, t + dur, k, e);
+        }
+    }
+
+    /// The lanes of the source whose trace (tables) is `trace`, in ns since its origin.
+    pub fn finish(self, trace: &Trace) -> SourceLanes {
+        let origin = origin(trace, self.first);
+        let lanes = self
+            .lanes
+            .into_iter()
+            .map(|(key, mut spans)| {
+                spans.finish(origin);
+                (key, Arc::new(spans))
+            })
+            .collect();
+        SourceLanes { origin, lanes }
+    }
+
+    /// The lanes of a trace held whole.
+    pub fn of(trace: &Trace) -> SourceLanes {
+        let mut b = LaneBuilder::default();
+        for (i, r) in trace.events.iter().enumerate() {
+            b.add(u32::try_from(i).unwrap_or(u32::MAX), r);
+        }
+        b.finish(trace)
     }
 }
 
@@ -690,14 +906,14 @@ mod tests {
             (999, 1000),
             (17, 18),
         ] {
-            let want_end = (i..j).map(|k| s.end[k]).max().unwrap();
-            let want_dur = (i..j).map(|k| s.end[k] - s.start[k]).max().unwrap();
+            let want_end = (i..j).map(|k| s.end.at(k)).max().unwrap();
+            let want_dur = (i..j).map(|k| s.dur(k)).max().unwrap();
             let got = s.summary(i, j);
             assert_eq!(got.max_end, want_end, "{i}..{j}");
             assert_eq!(got.max_dur, want_dur, "{i}..{j}");
             let l = got.longest as usize;
             assert!((i..j).contains(&l));
-            assert_eq!(s.end[l] - s.start[l], want_dur);
+            assert_eq!(s.dur(l), want_dur);
         }
     }
 
@@ -727,10 +943,33 @@ mod tests {
         s.bars(900_000.0, 950_000.0, 500.0, &mut out);
         assert!(
             out.iter()
-                .any(|b| s.start[b.span as usize] == 0 && b.x0 < 0.0 && b.x1 > 500.0)
+                .any(|b| s.start.at(b.span as usize) == 0 && b.x0 < 0.0 && b.x1 > 500.0)
         );
         // Wide bars are not merged with the small ones around them.
         assert!(out.iter().filter(|b| b.count == 1).count() >= 1);
+    }
+
+    #[test]
+    fn spans_come_out_sorted_by_start_ties_in_file_order() {
+        // Over a chunk's worth, in a scrambled order with many equal times.
+        let n = CHUNK as u64 + 5000;
+        let items: Vec<(u64, u64, Kind, u32)> = (0..n)
+            .map(|i| {
+                let t = (i * 7919) % 1000;
+                let k = if i % 3 == 0 {
+                    Kind::Execute
+                } else {
+                    Kind::Device
+                };
+                (t, t + i % 7, k, i as u32)
+            })
+            .collect();
+        let s = Spans::from_unsorted(items.clone());
+        let mut want = items;
+        want.sort_by_key(|s| s.0);
+        let got: Vec<_> = (0..s.len()).map(|i| s.get(i).unwrap()).collect();
+        assert_eq!(got, want);
+        assert_eq!(s.max_end(), want.iter().map(|w| w.1).max());
     }
 
     #[test]

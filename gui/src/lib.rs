@@ -93,7 +93,7 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<Viewed> {
         // A picture of an error screen, or of some of the traces, is not what was asked for.
         return Err(anyhow!("{}; no screenshot taken", errors.join("; ")));
     }
-    if !errors.is_empty() && sources.iter().all(|s| s.trace().is_none()) {
+    if !errors.is_empty() && sources.iter().all(|s| !s.has_trace()) {
         // Nothing to show: a window would only repeat the error.
         return Err(anyhow!("{}", errors.join("; ")));
     }

@@ -99,14 +99,14 @@ impl RecState {
             return view;
         };
         let source = a.run_source.get(fam.run).copied().unwrap_or(0);
-        let Some(trace) = sources.get(source).and_then(Source::trace) else {
+        let Some(run) = sources.get(source).and_then(Source::run) else {
             view.note = Some("the trace of this family is not loaded".into());
             return view;
         };
         let list = self
             .compiles
             .entry(source)
-            .or_insert_with(|| compiles_and_baselines(trace, fam.run));
+            .or_insert_with(|| compiles_and_baselines(&run.trace, &run.digest, fam.run));
         let module = |event: usize| {
             list.iter()
                 .find(|c| c.event == event)

@@ -177,13 +177,14 @@ fn sync_events_ui(
             // Reads and waits carry no executable id: no names needed.
             let names = ExecutableNames::new();
             for &(src, ev) in events.iter().take(MAX_LISTED) {
-                let Some(trace) = sources.get(src).and_then(Source::trace) else {
+                let Some(run) = sources.get(src).and_then(Source::run) else {
                     continue;
                 };
-                let Some(r) = trace.events.get(ev) else {
+                let Some(r) = run.record(ev) else {
                     continue;
                 };
-                let (Some(t), Some(d)) = (r.t_ns(), describe::record(trace, r, &names)) else {
+                let (Some(t), Some(d)) = (r.t_ns(), describe::record(&run.trace, &r, &names))
+                else {
                     continue;
                 };
                 let at = t.saturating_sub(t0.get(src).copied().unwrap_or(0));

@@ -421,8 +421,7 @@ impl Canvas {
                 },
             );
         view.bars.clear();
-        lane.spans
-            .bars(view.start, view.end, area.width(), &mut view.bars);
+        lane.bars(view.start, view.end, area.width(), &mut view.bars);
         let bar_top = y0 + 2.0;
         let bar_bot = y0 + lane_h - 2.0;
         for b in &view.bars {
@@ -475,9 +474,9 @@ impl Canvas {
         if row >= self.layout.visible_lanes {
             return None;
         }
-        let s = &tl.lanes.get(lane)?.spans;
-        let a = *s.start.get(span)? as f64;
-        let b = *s.end.get(span)? as f64;
+        let l = tl.lanes.get(lane)?;
+        let a = l.start(span)? as f64;
+        let b = l.end(span)? as f64;
         let y0 = self.layout.row_top(row);
         let x0 = self.scale.x(a);
         let x1 = self.scale.x(b).max(x0 + 1.0);
@@ -582,7 +581,10 @@ fn pointer(
                     let b = view.start + f64::from(bar.x1) * ns_per_px;
                     view.focus(a, b);
                 }
-                Clicked::Event(l.source, l.spans.event[bar.span as usize] as usize)
+                match l.event(bar.span as usize) {
+                    Some(e) => Clicked::Event(l.source, e),
+                    None => Clicked::Nothing,
+                }
             }
             None => Clicked::Nothing,
         });
@@ -590,9 +592,11 @@ fn pointer(
     if response.double_clicked()
         && let Some((lane, bar)) = hovered
     {
-        let s = &tl.lanes[lane].spans;
+        let l = &tl.lanes[lane];
         let i = bar.span as usize;
-        view.focus(s.start[i] as f64, s.end[i] as f64);
+        if let (Some(a), Some(b)) = (l.start(i), l.end(i)) {
+            view.focus(a as f64, b as f64);
+        }
     }
     clicked
 }
@@ -604,9 +608,12 @@ fn show_tooltip(
     bar: Bar,
     describe: &dyn Fn(usize, usize) -> String,
 ) {
-    let event = l.spans.event[bar.span as usize] as usize;
-    let text = describe(l.source, event);
-    let at = fmt::dur(l.spans.start[bar.span as usize] as f64);
+    let i = bar.span as usize;
+    let text = l
+        .event(i)
+        .map(|e| describe(l.source, e))
+        .unwrap_or_default();
+    let at = fmt::dur(l.start(i).unwrap_or(0) as f64);
     response.clone().on_hover_ui_at_pointer(|ui| {
         if bar.count > 1 {
             ui.label(format!(

@@ -127,7 +127,10 @@ impl WhatIf {
         self.error = None;
         let traces = sources
             .iter()
-            .filter_map(|s| Some((s.label.clone(), s.snapshot()?, s.digest()?)))
+            .filter_map(|s| {
+                let r = s.run()?;
+                Some((s.label.clone(), Arc::clone(&r.trace), Arc::clone(&r.digest)))
+            })
             .collect();
         launch(
             self.topology.trim().to_string(),

@@ -124,9 +124,10 @@ fn a_merged_file_shows_lanes_per_host_on_the_job_timeline() {
     assert_eq!((l0.source, l1.source), (0, 1));
     // The same step is at the same x on both hosts (to 1 ms), although the hosts' monotonic
     // clocks are 5.000123 s apart.
-    assert_eq!(l0.spans.start.len(), l1.spans.start.len());
-    for (a, b) in l0.spans.start.iter().zip(&l1.spans.start) {
-        assert!(a.abs_diff(*b) < MS, "{a} vs {b}");
+    assert_eq!(l0.len(), l1.len());
+    for i in 0..l0.len() {
+        let (a, b) = (l0.start(i).unwrap(), l1.start(i).unwrap());
+        assert!(a.abs_diff(b) < MS, "{a} vs {b}");
     }
     // Lanes are grouped by host, host 0's first.
     let first_of_1 = tl.lanes.iter().position(|l| l.source == 1).unwrap();

@@ -133,8 +133,8 @@ fn clicking_a_sync_line_marks_its_syncs_on_the_timeline() {
     // Every mark is a sync record of that line, and the view covers them all.
     let (a, b) = app.view.range();
     for &(lane, span) in &app.view.marks {
-        let s = &app.timeline.lanes[lane].spans;
-        assert!(s.start[span] as f64 >= a && s.end[span] as f64 <= b);
+        let l = &app.timeline.lanes[lane];
+        assert!(l.start(span).unwrap() as f64 >= a && l.end(span).unwrap() as f64 <= b);
     }
     assert!(app.view.selected.is_some());
 }
@@ -325,7 +325,7 @@ fn clicking_a_recompile_on_the_timeline_leads_to_its_diff() {
             .filter(|(_, r, b)| b.count == 1 && r.width() > 6.0)
             .find_map(|(lane, r, b)| {
                 let l = &app.timeline.lanes[*lane];
-                let e = l.spans.event[b.span as usize] as usize;
+                let e = l.event(b.span as usize).unwrap();
                 a.members.get(&(l.source, e)).map(|_| (r.center(), e))
             })
             .expect("a family member drawn on the timeline")
@@ -563,8 +563,8 @@ fn sample_step_on_timeline(app: &App, number: u32) -> (f64, f64) {
         .iter()
         .find(|r| r.number == number)
         .unwrap();
-    let trace = app.sources[0].trace().unwrap();
-    let manifest_start = trace.manifest.as_ref().unwrap().start_mono_ns;
+    let run = app.sources[0].run().unwrap();
+    let manifest_start = run.trace.manifest.as_ref().unwrap().start_mono_ns;
     let shift = manifest_start as f64 - app.timeline.t0[0] as f64;
     let a = row.t_ms * 1e6 + shift;
     (a, a + row.dur_ms * 1e6)
@@ -614,7 +614,7 @@ fn the_time_tab_shows_the_headline_and_a_clicked_slow_step_on_the_timeline() {
         .timeline
         .lanes
         .iter()
-        .flat_map(|l| (0..l.spans.start.len()).map(move |i| (l.spans.start[i], l.spans.end[i])))
+        .flat_map(|l| (0..l.len()).map(move |i| (l.start(i).unwrap(), l.end(i).unwrap())))
         .filter(|&(a, b)| a as f64 >= s0 && b as f64 <= s1)
         .collect();
     assert!(!compiles.is_empty(), "no span inside step 5");

@@ -1,0 +1,67 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! A finished trace file is read as it streams by: its records are never held, yet the window
+//! draws and describes it exactly as it does the same trace decoded whole.
+
+use std::path::{Path, PathBuf};
+
+use tpuscope_analyzers::digest::Digest;
+use tpuscope_core::read_traces_file;
+use tpuscope_gui::data::{self, Held};
+use tpuscope_gui::lanes::LaneBuilder;
+
+fn samples() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut out = Vec::new();
+    for dir in [
+        "sample_traces/real",
+        "sample_traces/golden",
+        "sample_traces/torch_trace",
+    ] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "tps") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_file_read_folded_draws_and_describes_every_record_as_the_trace_held_whole() {
+    let mut folded = 0;
+    for path in samples() {
+        let Ok(whole) = read_traces_file(&path) else {
+            // A newer format: refused either way.
+            let s = data::open_all(std::slice::from_ref(&path), false);
+            assert!(s.iter().all(|s| s.error.is_some()), "{}", path.display());
+            continue;
+        };
+        let sources = data::open_all(std::slice::from_ref(&path), false);
+        assert_eq!(sources.len(), whole.len(), "{}", path.display());
+        for (s, t) in sources.iter().zip(&whole) {
+            let run = s.run().expect("a run");
+            let what = format!("{} ({})", path.display(), s.label);
+            if matches!(s.held, Some(Held::Static(_))) && run.trace.events.is_empty() {
+                folded += 1;
+            }
+            assert_eq!(run.digest.events, t.events.len(), "{what}");
+            assert_eq!(*run.lanes, LaneBuilder::of(t), "{what}: lanes");
+            let d = Digest::of(t);
+            assert_eq!(run.digest.others, d.others, "{what}: kept records");
+            assert_eq!(
+                run.digest.launches().collect::<Vec<_>>(),
+                d.launches().collect::<Vec<_>>(),
+                "{what}: launches"
+            );
+            for (e, r) in t.events.iter().enumerate() {
+                let back = run.record(e).expect("read back");
+                assert!(*back == *r, "{what}: record {e} read back differs");
+            }
+            assert!(run.record(t.events.len()).is_none(), "{what}");
+        }
+    }
+    // Most samples are finished files: read folded, not held.
+    assert!(folded >= 8, "only {folded} runs were read folded");
+}
