@@ -271,6 +271,13 @@ impl DigestBuilder {
         self.d.events
     }
 
+    /// The launch a completion of execute `seq` pushed now would be folded into (the latest
+    /// launch so far with that seq), for a reader that draws the completion too.
+    pub fn launch_of(&self, seq: u64) -> Option<Launch> {
+        let i = self.seqs.find(seq)?;
+        self.d.launches.get(i as usize).map(|(l, _)| l)
+    }
+
     /// What a skimming reader should decode for [`DigestBuilder::push_skimmed`]: all but
     /// transfers, which are read in place (the one common record that allocates).
     pub fn decodes(kind: RecordKind) -> bool {

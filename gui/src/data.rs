@@ -69,8 +69,7 @@ struct Fold {
 impl Run {
     /// A run whose records are all held.
     pub fn held(trace: Trace) -> Run {
-        let digest = Digest::of(&trace);
-        let lanes = LaneBuilder::of(&trace);
+        let (digest, lanes) = LaneBuilder::of(&trace);
         Run {
             trace: Arc::new(trace),
             digest: Arc::new(digest),
@@ -105,12 +104,12 @@ impl Run {
                         f.digest.push_transfer(&t);
                     }
                     Skimmed::Decoded(rec) => {
-                        f.lanes.add(e32, &rec);
+                        f.lanes.add(e32, &rec, &f.digest);
                         f.digest.push(&rec);
                     }
                     Skimmed::Raw(kind, payload) => {
                         if let Ok(rec) = Record::decode_payload(kind, payload) {
-                            f.lanes.add(e32, &rec);
+                            f.lanes.add(e32, &rec, &f.digest);
                         }
                         f.digest.push_skimmed(Skimmed::Raw(kind, payload));
                     }

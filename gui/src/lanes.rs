@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
+use tpuscope_analyzers::digest::{Digest, DigestBuilder};
 
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record};
@@ -182,6 +182,9 @@ impl<T: Copy> Chunked<T> {
     }
 }
 
+/// How far back [`Spans::push`] moves a span that came late before leaving it to the sort.
+const MAX_MOVE: usize = 64;
+
 /// The spans of one lane, sorted by start (those that start together in the order they came),
 /// 21 bytes each.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -211,20 +214,53 @@ pub struct Bar {
 }
 
 impl Spans {
-    /// Appends a span (any order: [`Spans::finish`] sorts).
+    /// Appends a span (any order: [`Spans::finish`] sorts). Records are written when a call
+    /// ends, so a lane's spans come nearly sorted by start: one that comes a little late is
+    /// moved back into place now (ties stay in the order they came), which spares the sort
+    /// and the memory it takes; one that comes far out of place leaves the sort to `finish`.
     fn push(&mut self, start: u64, end: u64, kind: Kind, event: u32) {
         let end = end.max(start);
         if self.is_empty() {
             self.sorted = true;
-        } else if self.sorted
-            && let Some(s) = self.start.last()
-        {
-            self.sorted = s <= start;
         }
         self.start.push(start);
         self.end.push(end);
         self.kind.push(kind);
         self.event.push(event);
+        if !self.sorted {
+            return;
+        }
+        let mut i = self.len() - 1;
+        while i > 0 && self.start.at(i - 1) > start {
+            if self.len() - i > MAX_MOVE {
+                self.sorted = false;
+                return;
+            }
+            self.swap(i - 1, i);
+            i -= 1;
+        }
+    }
+
+    fn swap(&mut self, i: usize, j: usize) {
+        let (a, b) = (self.get_raw(i), self.get_raw(j));
+        self.set_raw(i, b);
+        self.set_raw(j, a);
+    }
+
+    fn get_raw(&self, i: usize) -> (u64, u64, Kind, u32) {
+        (
+            self.start.at(i),
+            self.end.at(i),
+            self.kind.at(i),
+            self.event.at(i),
+        )
+    }
+
+    fn set_raw(&mut self, i: usize, (s, e, k, ev): (u64, u64, Kind, u32)) {
+        self.start.set(i, s);
+        self.end.set(i, e);
+        self.kind.set(i, k);
+        self.event.set(i, ev);
     }
 
     /// Moves every span `by` ns earlier (to its source's origin), sorts them and builds the
@@ -288,14 +324,7 @@ impl Spans {
 
     /// Span `i`: (start, end, kind, record); `None` past the end.
     pub fn get(&self, i: usize) -> Option<(u64, u64, Kind, u32)> {
-        (i < self.len()).then(|| {
-            (
-                self.start.at(i),
-                self.end.at(i),
-                self.kind.at(i),
-                self.event.at(i),
-            )
-        })
+        (i < self.len()).then(|| self.get_raw(i))
     }
 
     /// The latest end of any span.
@@ -709,9 +738,6 @@ pub struct SourceLanes {
 pub struct LaneBuilder {
     /// In monotonic ns until [`LaneBuilder::finish`].
     lanes: BTreeMap<LaneKey, Spans>,
-    /// Launches whose completions are awaited, by execute seq: (dispatch time, event,
-    /// completions still to come). One leaves when its last device finished it.
-    launched: FxHashMap<u64, (u64, u32, u32)>,
     /// Each device's last completion, by device index.
     busy_until: Vec<u64>,
     /// The earliest time after 0 of an event.
@@ -734,8 +760,9 @@ impl LaneBuilder {
         }
     }
 
-    /// Event `e` (its index in the trace's events) as spans on its lanes.
-    pub fn add(&mut self, e: u32, r: &Record) {
+    /// Event `e` (its index in the trace's events) as spans on its lanes; `launches` is the
+    /// digest of the events before it (a completion is drawn from its launch's dispatch).
+    pub fn add(&mut self, e: u32, r: &Record, launches: &DigestBuilder) {
         self.seen(r.t_ns());
         match r {
             Record::Compile(c) => {
@@ -754,20 +781,12 @@ impl LaneBuilder {
                     Kind::Execute
                 };
                 self.on_thread(x.thread, x.t_ns, x.dur_ns, k, e);
-                if x.completion_tracked {
-                    self.launched
-                        .insert(x.seq, (x.t_ns, e, x.num_devices.max(1)));
-                }
             }
             Record::ExecuteComplete(c) => {
-                let Some(entry) = self.launched.get_mut(&c.seq) else {
+                let Some(launch) = launches.launch_of(c.seq) else {
                     return;
                 };
-                let t = entry.0;
-                entry.2 -= 1;
-                if entry.2 == 0 {
-                    self.launched.remove(&c.seq);
-                }
+                let t = launch.t_ns;
                 let dev = c.device_index as usize;
                 if self.busy_until.len() <= dev {
                     self.busy_until.resize(dev + 1, 0);
@@ -844,13 +863,15 @@ impl LaneBuilder {
         SourceLanes { origin, lanes }
     }
 
-    /// The lanes of a trace held whole.
-    pub fn of(trace: &Trace) -> SourceLanes {
+    /// The digest and the lanes of a trace held whole, in one pass.
+    pub fn of(trace: &Trace) -> (Digest, SourceLanes) {
+        let mut d = DigestBuilder::default();
         let mut b = LaneBuilder::default();
         for (i, r) in trace.events.iter().enumerate() {
-            b.add(u32::try_from(i).unwrap_or(u32::MAX), r);
+            b.add(u32::try_from(i).unwrap_or(u32::MAX), r, &d);
+            d.push(r);
         }
-        b.finish(trace)
+        (d.finish(), b.finish(trace))
     }
 }
 
@@ -970,6 +991,31 @@ mod tests {
         let got: Vec<_> = (0..s.len()).map(|i| s.get(i).unwrap()).collect();
         assert_eq!(got, want);
         assert_eq!(s.max_end(), want.iter().map(|w| w.1).max());
+    }
+
+    #[test]
+    fn a_span_that_comes_late_is_moved_into_place_and_one_far_out_is_sorted() {
+        // Nearly sorted (each fourth span comes 3 places late), then one that belongs first.
+        let mut items: Vec<(u64, u64, Kind, u32)> = Vec::new();
+        for i in 0..10_000u64 {
+            let t = if i % 4 == 3 {
+                100 + i * 10 - 35
+            } else {
+                100 + i * 10
+            };
+            items.push((t, t + 5, Kind::Device, i as u32));
+        }
+        let mut s = Spans::default();
+        for &(a, b, k, e) in &items {
+            s.push(a, b, k, e);
+        }
+        assert!(s.sorted, "late spans were moved into place");
+        items.push((0, 1, Kind::H2d, 10_000));
+        let s = Spans::from_unsorted(items.clone());
+        let mut want = items;
+        want.sort_by_key(|s| s.0);
+        let got: Vec<_> = (0..s.len()).map(|i| s.get(i).unwrap()).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
