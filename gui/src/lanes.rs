@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use tpuscope_analyzers::digest::{Digest, DigestBuilder};
 
@@ -132,10 +133,6 @@ impl<T: Copy> Chunked<T> {
         self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)] = v;
     }
 
-    fn last(&self) -> Option<T> {
-        self.chunks.last()?.last().copied()
-    }
-
     /// The first index in `lo..hi` whose value fails `pred`, all those before passing it (as
     /// `slice::partition_point`).
     fn partition_point(&self, lo: usize, hi: usize, pred: impl Fn(T) -> bool) -> usize {
@@ -182,15 +179,21 @@ impl<T: Copy> Chunked<T> {
     }
 }
 
+/// A duration word that says "in `wide`".
+const WIDE: u32 = u32::MAX;
+
 /// How far back [`Spans::push`] moves a span that came late before leaving it to the sort.
 const MAX_MOVE: usize = 64;
 
 /// The spans of one lane, sorted by start (those that start together in the order they came),
-/// 21 bytes each.
+/// 17 bytes each.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Spans {
     start: Chunked<u64>,
-    end: Chunked<u64>,
+    /// How long each lasts; [`WIDE`]: 4.3 s or more, the duration is in `wide`.
+    dur: Chunked<u32>,
+    /// The durations that do not fit a word, by record (a record is one span of a lane).
+    wide: FxHashMap<u32, u64>,
     kind: Chunked<Kind>,
     /// Index of the record in its trace's `events`.
     event: Chunked<u32>,
@@ -224,7 +227,8 @@ impl Spans {
             self.sorted = true;
         }
         self.start.push(start);
-        self.end.push(end);
+        let d = self.word(event, end - start);
+        self.dur.push(d);
         self.kind.push(kind);
         self.event.push(event);
         if !self.sorted {
@@ -250,15 +254,27 @@ impl Spans {
     fn get_raw(&self, i: usize) -> (u64, u64, Kind, u32) {
         (
             self.start.at(i),
-            self.end.at(i),
+            self.end_at(i),
             self.kind.at(i),
             self.event.at(i),
         )
     }
 
+    /// A duration as its word, the wide ones kept aside.
+    fn word(&mut self, event: u32, dur: u64) -> u32 {
+        match u32::try_from(dur) {
+            Ok(d) if d < WIDE => d,
+            _ => {
+                self.wide.insert(event, dur);
+                WIDE
+            }
+        }
+    }
+
     fn set_raw(&mut self, i: usize, (s, e, k, ev): (u64, u64, Kind, u32)) {
         self.start.set(i, s);
-        self.end.set(i, e);
+        let d = self.word(ev, e - s);
+        self.dur.set(i, d);
         self.kind.set(i, k);
         self.event.set(i, ev);
     }
@@ -269,7 +285,6 @@ impl Spans {
         let n = self.len();
         for i in 0..n {
             self.start.set(i, self.start.at(i).saturating_sub(by));
-            self.end.set(i, self.end.at(i).saturating_sub(by));
         }
         if !self.sorted {
             // Spans that start together keep their order in the file (the order they came in).
@@ -278,7 +293,7 @@ impl Spans {
             let order: Vec<u32> = keys.into_iter().map(|(_, i)| i).collect();
             let mut done = vec![0u64; n.div_ceil(64)];
             self.start.permute(&order, &mut done);
-            self.end.permute(&order, &mut done);
+            self.dur.permute(&order, &mut done);
             self.kind.permute(&order, &mut done);
             self.event.permute(&order, &mut done);
             self.sorted = true;
@@ -331,17 +346,28 @@ impl Spans {
     pub fn max_end(&self) -> Option<u64> {
         match self.levels.last().and_then(|l| l.first()) {
             Some(s) => Some(s.max_end),
-            None => self.end.last(),
+            None => self.len().checked_sub(1).map(|i| self.end_at(i)),
         }
     }
 
     fn dur(&self, i: usize) -> u64 {
-        self.end.at(i) - self.start.at(i)
+        match self.dur.at(i) {
+            WIDE => self
+                .wide
+                .get(&self.event.at(i))
+                .copied()
+                .unwrap_or(u64::from(WIDE)),
+            d => u64::from(d),
+        }
+    }
+
+    fn end_at(&self, i: usize) -> u64 {
+        self.start.at(i) + self.dur(i)
     }
 
     fn single(&self, i: usize) -> Summary {
         Summary {
-            max_end: self.end.at(i),
+            max_end: self.end_at(i),
             max_dur: self.dur(i),
             longest: i as u32,
         }
@@ -390,7 +416,7 @@ impl Spans {
     /// `f` for the spans of block `b` of level `k` (level 0: span `b`) that reach `t`.
     fn descend(&self, k: usize, b: usize, t: u64, f: &mut impl FnMut(usize)) {
         if k == 0 {
-            if b < self.len() && self.end.at(b) >= t {
+            if b < self.len() && self.end_at(b) >= t {
                 f(b);
             }
             return;
@@ -458,12 +484,12 @@ impl Spans {
         self.each_reaching(0, before, lo, &mut |i| reaching.push(i));
         for i in reaching {
             let wide = self.dur(i) as f64 >= ns_per_px;
-            push(out, &mut acc, bar(i, 1, self.end.at(i)), wide);
+            push(out, &mut acc, bar(i, 1, self.end_at(i)), wide);
         }
         let mut i = before;
         while i < last {
             if self.dur(i) as f64 >= ns_per_px {
-                push(out, &mut acc, bar(i, 1, self.end.at(i)), true);
+                push(out, &mut acc, bar(i, 1, self.end_at(i)), true);
                 i += 1;
                 continue;
             }
@@ -477,7 +503,7 @@ impl Spans {
             let s = self.summary(i, j);
             if s.max_dur as f64 >= ns_per_px {
                 // A wide span starts in this column too: take this one alone and go on.
-                push(out, &mut acc, bar(i, 1, self.end.at(i)), false);
+                push(out, &mut acc, bar(i, 1, self.end_at(i)), false);
                 i += 1;
                 continue;
             }
@@ -927,7 +953,7 @@ mod tests {
             (999, 1000),
             (17, 18),
         ] {
-            let want_end = (i..j).map(|k| s.end.at(k)).max().unwrap();
+            let want_end = (i..j).map(|k| s.end_at(k)).max().unwrap();
             let want_dur = (i..j).map(|k| s.dur(k)).max().unwrap();
             let got = s.summary(i, j);
             assert_eq!(got.max_end, want_end, "{i}..{j}");
@@ -1011,6 +1037,8 @@ mod tests {
         }
         assert!(s.sorted, "late spans were moved into place");
         items.push((0, 1, Kind::H2d, 10_000));
+        // Longer than a duration word holds.
+        items.push((50, 50 + 10_000_000_000, Kind::Compile, 10_001));
         let s = Spans::from_unsorted(items.clone());
         let mut want = items;
         want.sort_by_key(|s| s.0);
