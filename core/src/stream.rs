@@ -562,6 +562,61 @@ impl<R: Read> TraceStream<R> {
         self.drain(false, decode, each, frame)
     }
 
+    /// As [`TraceStream::skim_each`], the reading (frames, CRCs, the tables, decoding the kinds
+    /// `decode` asks for) on a thread of its own while `each` folds on the caller's: a long trace
+    /// is read in about the time the slower of the two takes, not their sum. `each(segment,
+    /// frame, record)` is also told where the record's frame starts in the input.
+    pub fn skim_piped(
+        self,
+        decode: fn(RecordKind) -> bool,
+        mut each: impl FnMut(usize, u64, Skimmed<'_>),
+    ) -> Result<Vec<Trace>, ReadError>
+    where
+        R: Send,
+    {
+        let label = self.label.clone();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(PIPE_DEPTH);
+            let reader = scope.spawn(move || {
+                let frame_at = std::cell::Cell::new(0u64);
+                let mut batch = Batch::default();
+                let read = self.drain(
+                    false,
+                    decode,
+                    |segment, r| {
+                        batch.push(segment, frame_at.get(), r);
+                        if batch.items.len() >= PIPE_BATCH {
+                            // The folding side went away: nothing more to hand it.
+                            let _ = tx.send(std::mem::take(&mut batch));
+                        }
+                    },
+                    |_, start, _| frame_at.set(start),
+                );
+                if !batch.items.is_empty() {
+                    let _ = tx.send(batch);
+                }
+                read
+            });
+            for batch in rx {
+                for (segment, frame, item) in batch.items {
+                    match item {
+                        Piped::Decoded(r) => each(segment, frame, Skimmed::Decoded(r)),
+                        Piped::Raw(kind, range) => {
+                            let payload = batch.bytes.get(range).unwrap_or_default();
+                            each(segment, frame, Skimmed::Raw(kind, payload));
+                        }
+                    }
+                }
+            }
+            reader.join().unwrap_or_else(|_| {
+                Err(ReadError::Io {
+                    path: label,
+                    err: io::Error::other("the thread reading it failed"),
+                })
+            })
+        })
+    }
+
     /// Reads everything, keeping events: one trace per segment (`first_only`: just the first,
     /// and reading stops where the second starts).
     pub fn read_all(mut self, first_only: bool) -> Result<Vec<Trace>, ReadError> {
@@ -613,6 +668,41 @@ impl<R: Read> TraceStream<R> {
             set_file_len(t, len);
         }
         Ok(done)
+    }
+}
+
+/// Records handed from the reading thread to the folding one per batch, and batches in flight.
+const PIPE_BATCH: usize = 4096;
+const PIPE_DEPTH: usize = 4;
+
+/// An event record on its way across [`TraceStream::skim_piped`]'s pipe.
+enum Piped {
+    Decoded(Record),
+    /// Its payload's range in the batch's bytes.
+    Raw(RecordKind, std::ops::Range<usize>),
+}
+
+/// Records read, with their segment and the offset of their frame; raw payloads copied.
+#[derive(Default)]
+struct Batch {
+    items: Vec<(usize, u64, Piped)>,
+    bytes: Vec<u8>,
+}
+
+impl Batch {
+    fn push(&mut self, segment: usize, frame: u64, r: Skimmed<'_>) {
+        if self.items.capacity() == 0 {
+            self.items.reserve_exact(PIPE_BATCH);
+        }
+        let item = match r {
+            Skimmed::Decoded(r) => Piped::Decoded(r),
+            Skimmed::Raw(kind, payload) => {
+                let at = self.bytes.len();
+                self.bytes.extend_from_slice(payload);
+                Piped::Raw(kind, at..self.bytes.len())
+            }
+        };
+        self.items.push((segment, frame, item));
     }
 }
 

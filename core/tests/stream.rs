@@ -266,3 +266,64 @@ fn skimming_hands_out_what_reading_keeps() {
         assert_eq!(ranges.concat(), frames);
     }
 }
+
+/// `TraceStream::skim_piped` (reading on a thread of its own) hands out what `skim_frames` does,
+/// in order, each record with the start of its frame; on inputs of many batches, merged, and
+/// damaged in the middle.
+#[test]
+fn a_piped_skim_hands_out_what_a_plain_one_does() {
+    use tpuscope_core::event::RecordKind;
+    use tpuscope_core::stream::Skimmed;
+    let clocks = |k: RecordKind| k == RecordKind::Clock;
+    let all = golden::committed(golden::ALL_KINDS);
+    // Many batches: the body of a real trace 400 times over, with a run of zeroes between.
+    let mut long = all.clone();
+    for i in 0..400 {
+        if i == 200 {
+            long.extend(std::iter::repeat_n(0u8, 1000));
+        }
+        long.extend_from_slice(&all[HEADER_LEN..]);
+    }
+    for (bytes, least) in [
+        (all, 10),
+        (golden::committed("v1.1-merged.tps"), 10),
+        (long, 8_000),
+    ] {
+        type Seen = Vec<(usize, u64, RecordKind, Vec<u8>)>;
+        let keep = |seen: &mut Seen, seg: usize, frame: u64, r: Skimmed<'_>| {
+            let (kind, payload) = match r {
+                Skimmed::Decoded(r) => {
+                    let mut buf = Vec::new();
+                    r.encode_payload(&mut buf);
+                    (r.kind(), buf)
+                }
+                Skimmed::Raw(kind, p) => (kind, p.to_vec()),
+            };
+            seen.push((seg, frame, kind, payload));
+        };
+        let mut plain: Seen = Vec::new();
+        let frame_at = std::cell::Cell::new(0u64);
+        let a = TraceStream::new(bytes.as_slice(), "bytes")
+            .unwrap()
+            .skim_frames(
+                clocks,
+                |seg, r| keep(&mut plain, seg, frame_at.get(), r),
+                |_, start, _| frame_at.set(start),
+            )
+            .unwrap();
+        let mut piped: Seen = Vec::new();
+        let b = TraceStream::new(bytes.as_slice(), "bytes")
+            .unwrap()
+            .skim_piped(clocks, |seg, frame, r| keep(&mut piped, seg, frame, r))
+            .unwrap();
+        assert!(plain.len() > least, "{}", plain.len());
+        assert_eq!(piped, plain);
+        assert_eq!(a.len(), b.len());
+        for (a, b) in a.iter().zip(&b) {
+            assert_eq!(a.strings, b.strings);
+            assert_eq!(a.damage, b.damage);
+            assert_eq!(a.completeness, b.completeness);
+            assert_eq!(a.undecodable_records, b.undecodable_records);
+        }
+    }
+}

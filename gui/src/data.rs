@@ -1,7 +1,6 @@
 //! The traces the window shows: read once, or followed while a workload still writes them.
 
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -83,10 +82,8 @@ impl Run {
     /// noted for reading records back.
     fn read_folded(path: &Path) -> Result<Vec<Run>, ReadError> {
         let mut folds: Vec<Fold> = Vec::new();
-        let frame_at = Cell::new(0u64);
-        let traces = TraceStream::open(path)?.skim_frames(
-            DigestBuilder::decodes,
-            |segment, r| {
+        let traces =
+            TraceStream::open(path)?.skim_piped(DigestBuilder::decodes, |segment, frame, r| {
                 if folds.len() <= segment {
                     folds.resize_with(segment + 1, Fold::default);
                 }
@@ -115,11 +112,9 @@ impl Run {
                     }
                 }
                 if f.digest.events() > e && e.is_multiple_of(MARK_EVERY) {
-                    f.marks.push(frame_at.get());
+                    f.marks.push(frame);
                 }
-            },
-            |_, start, _| frame_at.set(start),
-        )?;
+            })?;
         folds.resize_with(traces.len(), Fold::default);
         Ok(traces
             .into_iter()
