@@ -521,10 +521,10 @@ impl App {
                 let Some(run) = sources.get(source).and_then(Source::run) else {
                     return String::new();
                 };
-                let Some(r) = run.record(event) else {
-                    return String::new();
-                };
-                describe::line(&run.trace, &r, names.get(source).unwrap_or(&no_names))
+                match run.record(event) {
+                    Ok(r) => describe::line(&run.trace, &r, names.get(source).unwrap_or(&no_names)),
+                    Err(why) => why,
+                }
             };
             match timeline::tab_ui(ui, &self.timeline, &mut self.view, &describe) {
                 Some(Clicked::Event(s, e)) => self.view.selected = Some((s, e)),
@@ -638,13 +638,18 @@ impl App {
         let Some(run) = self.sources.get(source).and_then(Source::run) else {
             return;
         };
-        let Some(record) = run.record(event) else {
-            return;
-        };
         let t0 = self.timeline.t0.get(source).copied().unwrap_or(0);
         let no_names = HashMap::new();
         let names = self.names.get(source).unwrap_or(&no_names);
-        let d = describe::details(&run.trace, &record, t0, names);
+        let d = match run.record(event) {
+            Ok(record) => describe::details(&run.trace, &record, t0, names),
+            // Said where the details would be.
+            Err(why) => describe::Details {
+                title: why,
+                fields: Vec::new(),
+                stack: Vec::new(),
+            },
+        };
         let member = self
             .analysis
             .as_ref()

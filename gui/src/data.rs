@@ -51,10 +51,34 @@ enum Records {
     /// In the file at `path`: `marks[k]` is the offset of the frame of event `k·MARK_EVERY`.
     File {
         path: PathBuf,
+        /// The file as it was read: a record is read back only from that file.
+        read: FileId,
         marks: Vec<u64>,
         /// The last one read back (a hovered bar asks for the same record every frame).
         last: Mutex<Option<(usize, Record)>>,
     },
+}
+
+/// Which file, as it was: its device, inode, length and change time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    ctime_ns: i128,
+}
+
+impl FileId {
+    fn of(path: &Path) -> std::io::Result<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok(FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        })
+    }
 }
 
 /// What a run read from its file gathers per segment as the events stream by.
@@ -81,6 +105,10 @@ impl Run {
     /// event goes into its segment's digest and lanes, and every [`MARK_EVERY`]th one's offset is
     /// noted for reading records back.
     fn read_folded(path: &Path) -> Result<Vec<Run>, ReadError> {
+        let read = FileId::of(path).map_err(|err| ReadError::Io {
+            path: path.display().to_string(),
+            err,
+        })?;
         let mut folds: Vec<Fold> = Vec::new();
         let traces =
             TraceStream::open(path)?.skim_piped(DigestBuilder::decodes, |segment, frame, r| {
@@ -128,6 +156,7 @@ impl Run {
                     lanes: Arc::new(lanes),
                     records: Records::File {
                         path: path.to_path_buf(),
+                        read,
                         marks: f.marks,
                         last: Mutex::new(None),
                     },
@@ -136,26 +165,48 @@ impl Run {
             .collect())
     }
 
-    /// Its `event`-th event record: held, kept in the digest, or read back from the file (`None`
-    /// when there is no such record, or the file no longer has it).
-    pub fn record(&self, event: usize) -> Option<Cow<'_, Record>> {
-        let (path, marks, last) = match &self.records {
-            Records::Held => return self.trace.events.get(event).map(Cow::Borrowed),
-            Records::File { path, marks, last } => (path, marks, last),
+    /// Its `event`-th event record: held, kept in the digest, or read back from the file.
+    /// `Err` says why there is none: no such record, or the file changed since it was read (a
+    /// record read back from another file would describe something that never ran).
+    pub fn record(&self, event: usize) -> Result<Cow<'_, Record>, String> {
+        let none = || format!("no record {event} in this trace");
+        let (path, read, marks, last) = match &self.records {
+            Records::Held => {
+                return self
+                    .trace
+                    .events
+                    .get(event)
+                    .map(Cow::Borrowed)
+                    .ok_or_else(none);
+            }
+            Records::File {
+                path,
+                read,
+                marks,
+                last,
+            } => (path, read, marks, last),
         };
         if let Some(r) = self.digest.other(event) {
-            return Some(Cow::Borrowed(r));
+            return Ok(Cow::Borrowed(r));
         }
-        let mut last = last.lock().ok()?;
+        let mut last = last.lock().map_err(|_| none())?;
         if let Some((e, r)) = last.as_ref()
             && *e == event
         {
-            return Some(Cow::Owned(r.clone()));
+            return Ok(Cow::Owned(r.clone()));
         }
-        let offset = *marks.get(event / MARK_EVERY)?;
-        let r = tpuscope_core::stream::event_at(path, offset, event % MARK_EVERY).ok()??;
+        let shown = path.display();
+        if FileId::of(path).ok().as_ref() != Some(read) {
+            return Err(format!(
+                "{shown} changed since it was opened: reopen it to see this record"
+            ));
+        }
+        let offset = *marks.get(event / MARK_EVERY).ok_or_else(none)?;
+        let r = tpuscope_core::stream::event_at(path, offset, event % MARK_EVERY)
+            .map_err(|e| e.line(path))?
+            .ok_or_else(none)?;
         *last = Some((event, r.clone()));
-        Some(Cow::Owned(r))
+        Ok(Cow::Owned(r))
     }
 }
 

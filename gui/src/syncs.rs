@@ -180,7 +180,7 @@ fn sync_events_ui(
                 let Some(run) = sources.get(src).and_then(Source::run) else {
                     continue;
                 };
-                let Some(r) = run.record(ev) else {
+                let Ok(r) = run.record(ev) else {
                     continue;
                 };
                 let (Some(t), Some(d)) = (r.t_ns(), describe::record(&run.trace, &r, &names))

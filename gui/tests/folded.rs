@@ -61,9 +61,30 @@ fn a_file_read_folded_draws_and_describes_every_record_as_the_trace_held_whole()
                 let back = run.record(e).expect("read back");
                 assert!(*back == *r, "{what}: record {e} read back differs");
             }
-            assert!(run.record(t.events.len()).is_none(), "{what}");
+            assert!(run.record(t.events.len()).is_err(), "{what}");
         }
     }
     // Most samples are finished files: read folded, not held.
     assert!(folded >= 8, "only {folded} runs were read folded");
+}
+
+/// A record is read back only from the file that was read: once it is replaced (a new run
+/// written to the same path), the window says so instead of describing another run's record.
+#[test]
+fn a_record_is_not_read_back_from_a_file_replaced_since() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.tps");
+    std::fs::copy(root.join("sample_traces/real/jax_lr.tps"), &path).unwrap();
+    let sources = data::open_all(std::slice::from_ref(&path), false);
+    let run = sources[0].run().unwrap();
+    // Executes: not kept in the digest, so read back from the file.
+    let launches: Vec<usize> = run.digest.launches().map(|l| l.event as usize).collect();
+    let (e, later) = (launches[0], launches[launches.len() / 2]);
+    assert!(run.digest.other(e).is_none() && run.digest.other(later).is_none());
+    assert!(run.record(e).is_ok());
+    std::fs::remove_file(&path).unwrap();
+    std::fs::copy(root.join("sample_traces/real/jax_shapes.tps"), &path).unwrap();
+    let other = run.record(later).unwrap_err();
+    assert!(other.contains("changed since it was opened"), "{other}");
 }
