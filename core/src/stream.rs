@@ -727,9 +727,14 @@ pub fn event_at(path: &Path, offset: u64, skip: usize) -> Result<Option<Record>,
     let range = f
         .range(offset, len.saturating_sub(offset))
         .map_err(io_err)?;
-    let mut frames = FrameReader::new(range, offset);
+    event_in(range, offset, skip).map_err(io_err)
+}
+
+/// [`event_at`] of a trace's bytes from `offset` on, as `src` gives them.
+pub fn event_in<R: Read>(src: R, offset: u64, skip: usize) -> io::Result<Option<Record>> {
+    let mut frames = FrameReader::new(src, offset);
     let mut left = skip;
-    while let Some(item) = frames.next_item().map_err(io_err)? {
+    while let Some(item) = frames.next_item()? {
         let FrameItem::Frame(fr) = item else { continue };
         if fr.kind == SEGMENT_KIND {
             return Ok(None);

@@ -382,9 +382,52 @@ fn assert_stream_agrees(bytes: &[u8]) {
     }
 }
 
+/// Every event a piped skim hands out (as `tpuscope view` folds a file: transfers raw) reads
+/// back from the offset of the frame of an event at most 3 before it (`stream::event_in`, as
+/// the view reads a record back from the offset it noted), as the record the skim gave.
+fn assert_read_back_agrees(bytes: &[u8]) {
+    use tpuscope_core::stream::{Skimmed, event_in};
+    let Ok(stream) = TraceStream::new(bytes, "bytes") else {
+        return;
+    };
+    let mut seen: Vec<Vec<(u64, Record)>> = Vec::new();
+    let read = stream.skim_piped(
+        |k| k != RecordKind::Transfer,
+        |segment, frame, r| {
+            let r = match r {
+                Skimmed::Decoded(r) => r,
+                Skimmed::Raw(kind, payload) => match Record::decode_payload(kind, payload) {
+                    Ok(r) => r,
+                    Err(_) => match tpuscope_core::wire::TransferRef::parse(payload) {
+                        Some(t) => Record::Transfer(Box::new(t.to_owned())),
+                        None => return,
+                    },
+                },
+            };
+            if seen.len() <= segment {
+                seen.resize_with(segment + 1, Vec::new);
+            }
+            seen[segment].push((frame, r));
+        },
+    );
+    if read.is_err() {
+        return;
+    }
+    for events in &seen {
+        for (k, (_, r)) in events.iter().enumerate() {
+            let mark = k - k % 4;
+            let offset = events[mark].0;
+            let back = event_in(&bytes[offset as usize..], offset, k % 4)
+                .unwrap_or_else(|e| panic!("event {k} read back from {offset}: {e}"));
+            assert_eq!(back.as_ref(), Some(r), "event {k} read back from {offset}");
+        }
+    }
+}
+
 /// The properties every mutant must have (see the module comment).
 fn check_mutant(o: &Original, mutant: &[u8]) {
     assert_stream_agrees(mutant);
+    assert_read_back_agrees(mutant);
     let start = Instant::now();
     let result = read_trace(mutant);
     let elapsed = start.elapsed();
@@ -543,6 +586,7 @@ fn overlong_length_mid_file_is_damage_not_a_cut() {
 
 fn check_arbitrary(bytes: &[u8]) {
     assert_stream_agrees(bytes);
+    assert_read_back_agrees(bytes);
     let start = Instant::now();
     if let Ok(t) = read_trace(bytes) {
         assert!(
