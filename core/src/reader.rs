@@ -746,11 +746,23 @@ pub struct TraceBuilder {
     /// Stream offset of `pending[0]`.
     base: u64,
     trace: Option<Trace>,
+    /// The offset of each event's frame, kept beside `trace.events` when asked for
+    /// ([`TraceBuilder::noting_offsets`]).
+    offsets: Option<Vec<u64>>,
 }
 
 impl TraceBuilder {
     pub fn new() -> TraceBuilder {
         TraceBuilder::default()
+    }
+
+    /// A builder that notes where each event's frame starts ([`TraceBuilder::take_events_at`]):
+    /// a view that folds the events away reads one back from there.
+    pub fn noting_offsets() -> TraceBuilder {
+        TraceBuilder {
+            offsets: Some(Vec::new()),
+            ..TraceBuilder::default()
+        }
     }
 
     /// Appends bytes; returns how many records were absorbed. The header is checked as soon as
@@ -788,6 +800,9 @@ impl TraceBuilder {
                         Ok(r) => {
                             if let Some(event) = absorb(trace, r) {
                                 trace.events.push(event);
+                                if let Some(o) = self.offsets.as_mut() {
+                                    o.push(self.base + f.offset);
+                                }
                             }
                             absorbed += 1;
                         }
@@ -839,6 +854,22 @@ impl TraceBuilder {
             .as_mut()
             .map(|t| std::mem::take(&mut t.events))
             .unwrap_or_default()
+    }
+
+    /// [`TraceBuilder::take_events`], each with the offset of its frame (0 unless the builder
+    /// is [`TraceBuilder::noting_offsets`]).
+    pub fn take_events_at(&mut self) -> Vec<(u64, Record)> {
+        let events = self.take_events();
+        let offsets = self
+            .offsets
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let mut offsets = offsets.into_iter();
+        events
+            .into_iter()
+            .map(|r| (offsets.next().unwrap_or(0), r))
+            .collect()
     }
 
     /// Takes the trace out, marking a dangling incomplete frame as a cut.

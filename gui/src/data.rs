@@ -27,6 +27,9 @@ pub fn sample_whatif() -> Option<tpuscope_analyzers::whatif::WhatIfReport> {
     serde_json::from_str(SAMPLE_WHATIF).ok()
 }
 
+/// Bytes a followed file is read in at a time.
+const FOLLOW_PIECE: usize = 8 << 20;
+
 /// How many events apart the offsets a run read from its file notes are: reading one back
 /// decodes at most this many records.
 const MARK_EVERY: usize = 256;
@@ -66,6 +69,8 @@ struct FileId {
     ino: u64,
     len: u64,
     ctime_ns: i128,
+    /// A file followed as it grows: the same file is one at least as long.
+    growing: bool,
 }
 
 impl FileId {
@@ -77,16 +82,81 @@ impl FileId {
             ino: m.ino(),
             len: m.len(),
             ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+            growing: false,
+        })
+    }
+
+    /// Whether `path` is still the file read.
+    fn still(&self, path: &Path) -> bool {
+        FileId::of(path).is_ok_and(|now| {
+            if self.growing {
+                (now.dev, now.ino) == (self.dev, self.ino) && now.len >= self.len
+            } else {
+                now == *self
+            }
         })
     }
 }
 
 /// What a run read from its file gathers per segment as the events stream by.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Fold {
     digest: DigestBuilder,
     lanes: LaneBuilder,
     marks: Vec<u64>,
+}
+
+impl std::fmt::Debug for Fold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Fold({} events)", self.digest.events())
+    }
+}
+
+impl Fold {
+    /// An event record whose frame starts at `frame`, as a skimming reader hands it out.
+    fn push(&mut self, frame: u64, r: Skimmed<'_>) {
+        let e = self.digest.events();
+        let e32 = u32::try_from(e).unwrap_or(u32::MAX);
+        match r {
+            Skimmed::Raw(RecordKind::Transfer, payload)
+                if let Some(t) = TransferRef::parse(payload) =>
+            {
+                // Most of a long trace: parsed once, for both.
+                self.lanes.add_transfer(e32, &t);
+                self.digest.push_transfer(&t);
+            }
+            Skimmed::Decoded(rec) => {
+                self.lanes.add(e32, &rec, &self.digest);
+                self.digest.push(&rec);
+            }
+            Skimmed::Raw(kind, payload) => {
+                if let Ok(rec) = Record::decode_payload(kind, payload) {
+                    self.lanes.add(e32, &rec, &self.digest);
+                }
+                self.digest.push_skimmed(Skimmed::Raw(kind, payload));
+            }
+        }
+        if self.digest.events() > e && e.is_multiple_of(MARK_EVERY) {
+            self.marks.push(frame);
+        }
+    }
+
+    /// The run of `trace` (its tables), whose records are in the file at `path`.
+    fn finish(self, trace: Trace, path: &Path, read: FileId) -> Run {
+        let (trace, digest) = self.digest.finish_for(trace);
+        let lanes = self.lanes.finish(&trace);
+        Run {
+            trace: Arc::new(trace),
+            digest: Arc::new(digest),
+            lanes: Arc::new(lanes),
+            records: Records::File {
+                path: path.to_path_buf(),
+                read,
+                marks: self.marks,
+                last: Mutex::new(None),
+            },
+        }
+    }
 }
 
 impl Run {
@@ -115,53 +185,15 @@ impl Run {
                 if folds.len() <= segment {
                     folds.resize_with(segment + 1, Fold::default);
                 }
-                let Some(f) = folds.get_mut(segment) else {
-                    return;
-                };
-                let e = f.digest.events();
-                let e32 = u32::try_from(e).unwrap_or(u32::MAX);
-                match r {
-                    Skimmed::Raw(RecordKind::Transfer, payload)
-                        if let Some(t) = TransferRef::parse(payload) =>
-                    {
-                        // Most of a long trace: parsed once, for both.
-                        f.lanes.add_transfer(e32, &t);
-                        f.digest.push_transfer(&t);
-                    }
-                    Skimmed::Decoded(rec) => {
-                        f.lanes.add(e32, &rec, &f.digest);
-                        f.digest.push(&rec);
-                    }
-                    Skimmed::Raw(kind, payload) => {
-                        if let Ok(rec) = Record::decode_payload(kind, payload) {
-                            f.lanes.add(e32, &rec, &f.digest);
-                        }
-                        f.digest.push_skimmed(Skimmed::Raw(kind, payload));
-                    }
-                }
-                if f.digest.events() > e && e.is_multiple_of(MARK_EVERY) {
-                    f.marks.push(frame);
+                if let Some(f) = folds.get_mut(segment) {
+                    f.push(frame, r);
                 }
             })?;
         folds.resize_with(traces.len(), Fold::default);
         Ok(traces
             .into_iter()
             .zip(folds)
-            .map(|(t, f)| {
-                let (trace, digest) = f.digest.finish_for(t);
-                let lanes = f.lanes.finish(&trace);
-                Run {
-                    trace: Arc::new(trace),
-                    digest: Arc::new(digest),
-                    lanes: Arc::new(lanes),
-                    records: Records::File {
-                        path: path.to_path_buf(),
-                        read,
-                        marks: f.marks,
-                        last: Mutex::new(None),
-                    },
-                }
-            })
+            .map(|(t, f)| f.finish(t, path, read))
             .collect())
     }
 
@@ -196,7 +228,7 @@ impl Run {
             return Ok(Cow::Owned(r.clone()));
         }
         let shown = path.display();
-        if FileId::of(path).ok().as_ref() != Some(read) {
+        if !read.still(path) {
             return Err(format!(
                 "{shown} changed since it was opened: reopen it to see this record"
             ));
@@ -210,45 +242,80 @@ impl Run {
     }
 }
 
-/// A trace file that may still grow: the bytes after `offset` are pushed into a builder.
+/// A trace file that may still grow: the bytes after `offset` are pushed into a builder, and
+/// the events it decodes are folded as they come (never held).
 #[derive(Debug)]
 pub struct Follower {
     pub path: PathBuf,
     /// Bytes of the file consumed so far.
     pub offset: u64,
+    /// The file followed: records are read back from it while it is still this one.
+    id: FileId,
     builder: TraceBuilder,
+    fold: Fold,
     /// The run made of what was read so far, made when first asked for after it changed.
     run: OnceLock<Arc<Run>>,
 }
 
 impl Follower {
-    /// Starts from the bytes already read from `path`.
-    pub fn new(path: &Path, bytes: &[u8]) -> Result<Follower, ReadError> {
-        let mut builder = TraceBuilder::new();
-        builder.push(bytes)?;
-        Ok(Follower {
+    /// Reads `path` as it is now, folding its events as they are read.
+    pub fn open(path: &Path) -> Result<Follower, String> {
+        let id = FileId::of(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut f = Follower {
             path: path.to_path_buf(),
-            offset: bytes.len() as u64,
-            builder,
+            offset: 0,
+            id,
+            builder: TraceBuilder::noting_offsets(),
+            fold: Fold::default(),
             run: OnceLock::new(),
-        })
+        };
+        f.poll()?;
+        Ok(f)
     }
 
+    /// Folds the events the builder decoded since the last call.
+    fn fold_events(&mut self) {
+        for (frame, r) in self.builder.take_events_at() {
+            self.fold.push(frame, Skimmed::Decoded(r));
+        }
+    }
+
+    /// The trace so far: its tables (its events are folded as they come).
     pub fn trace(&self) -> Option<&Trace> {
         self.builder.trace()
     }
 
-    /// What was read so far as a run (its trace copied: the builder goes on).
+    /// The file as read so far: it may grow.
+    fn read_so_far(&self) -> FileId {
+        FileId {
+            len: self.offset,
+            growing: true,
+            ..self.id
+        }
+    }
+
+    /// What was read so far as a run (of a copy of the fold: it goes on).
     pub fn run(&self) -> Option<Arc<Run>> {
         let t = self.trace()?;
-        Some(Arc::clone(
-            self.run.get_or_init(|| Arc::new(Run::held(t.clone()))),
-        ))
+        Some(Arc::clone(self.run.get_or_init(|| {
+            Arc::new(
+                self.fold
+                    .clone()
+                    .finish(t.clone(), &self.path, self.read_so_far()),
+            )
+        })))
+    }
+
+    /// The run of everything read, once following stops.
+    fn into_run(self) -> Option<Run> {
+        let read = self.read_so_far();
+        let trace = self.builder.into_trace()?;
+        Some(self.fold.finish(trace, &self.path, read))
     }
 
     /// Reads what was appended since the last call; returns how many records it held.
     pub fn poll(&mut self) -> Result<usize, String> {
-        let shown = self.path.display();
+        let shown = self.path.display().to_string();
         // Opening a FIFO put in the file's place would wait for a writer: looked at first.
         if !std::fs::metadata(&self.path).is_ok_and(|m| m.is_file()) {
             return Err(format!(
@@ -257,6 +324,12 @@ impl Follower {
         }
         let mut f = File::open(&self.path).map_err(|e| format!("{shown}: {e}"))?;
         let len = f.metadata().map_err(|e| format!("{shown}: {e}"))?.len();
+        if FileId::of(&self.path).is_ok_and(|now| (now.dev, now.ino) != (self.id.dev, self.id.ino))
+        {
+            return Err(format!(
+                "{shown}: replaced by another file; reopen it to read the new one"
+            ));
+        }
         if len < self.offset {
             // Replaced or truncated under us: what was read no longer describes the file.
             return Err(format!(
@@ -269,12 +342,23 @@ impl Follower {
             return Ok(0);
         }
         f.seek(SeekFrom::Start(self.offset))
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
-        let mut buf = Vec::with_capacity((len - self.offset) as usize);
-        f.read_to_end(&mut buf)
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
-        self.offset += buf.len() as u64;
-        let n = self.builder.push(&buf).map_err(|e| e.to_string())?;
+            .map_err(|e| format!("{shown}: {e}"))?;
+        // In pieces, each folded before the next is read: what is held is a piece's records,
+        // not the file's.
+        let mut n = 0;
+        let mut buf = vec![0u8; FOLLOW_PIECE.min((len - self.offset) as usize)];
+        while self.offset < len {
+            let got = f.read(&mut buf).map_err(|e| format!("{shown}: {e}"))?;
+            if got == 0 {
+                break;
+            }
+            self.offset += got as u64;
+            n += self
+                .builder
+                .push(&buf[..got])
+                .map_err(|e| format!("{shown}: {e}"))?;
+            self.fold_events();
+        }
         if n > 0 {
             self.run = OnceLock::new();
         }
@@ -344,37 +428,65 @@ impl Source {
         }
     }
 
-    /// Opens a trace file. A regular file is followed when `follow` is set, or when it has no
-    /// end record (its writer may still be running); a FIFO or device is read once.
+    /// Opens a trace file (the first host of a merged job file); see [`open_all`].
     pub fn open(path: &Path, follow: bool) -> Source {
+        Source::open_each(path, follow)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| {
+                let label = path.display().to_string();
+                Source::failed(&label, Some(path), format!("{label}: no trace in it"))
+            })
+    }
+
+    /// The sources of one path. A regular file that will not grow is read as it streams by; one
+    /// is followed when `follow` is set (unless it is a merged job file, written whole), or when
+    /// it has no end record (its writer may still be running); a FIFO or device is read once.
+    fn open_each(path: &Path, follow: bool) -> Vec<Source> {
+        let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        if regular && (!follow || merged_file(path)) {
+            match Source::read_finished(path) {
+                Some(Ok(sources)) => return sources,
+                Some(Err(s)) => return vec![s],
+                None => {}
+            }
+        }
+        if regular {
+            return vec![Source::follow(path)];
+        }
+        // Read once: a FIFO gives its bytes to one read only.
         match read_checked(path) {
-            Ok((bytes, regular)) => Source::from_file(path, &bytes, follow && regular, regular),
-            Err(e) => Source::failed(&path.display().to_string(), Some(path), e),
+            Ok(bytes) => Source::segments(path, &bytes)
+                .unwrap_or_else(|| vec![Source::read_once(path, &bytes)]),
+            Err(e) => vec![Source::failed(&path.display().to_string(), Some(path), e)],
         }
     }
 
-    /// A trace read from `path`; followed when `follow`, or when `may_grow` and it has no end
-    /// record.
-    fn from_file(path: &Path, bytes: &[u8], follow: bool, may_grow: bool) -> Source {
+    /// A regular file followed as it grows.
+    fn follow(path: &Path) -> Source {
         let label = path.display().to_string();
-        let trace = match read_trace(bytes) {
-            Ok(t) => t,
-            Err(e) => return Source::failed(&label, Some(path), format!("{label}: {e}")),
-        };
-        let growing = may_grow && matches!(trace.completeness, Completeness::NoEndRecord { .. });
-        if follow || growing {
-            drop(trace);
-            match Follower::new(path, bytes) {
-                Ok(f) => Source {
-                    label,
-                    path: Some(path.to_path_buf()),
-                    held: Some(Held::Live(Box::new(f))),
-                    error: None,
-                },
-                Err(e) => Source::failed(&label, Some(path), format!("{label}: {e}")),
+        let held = match Follower::open(path) {
+            // Its writer closed it already: nothing more will come.
+            Ok(f) if f.trace().is_some_and(|t| t.end.is_some()) => {
+                f.into_run().map(|r| Held::Static(Arc::new(r)))
             }
-        } else {
-            Source::held(label, Some(path), trace)
+            Ok(f) => Some(Held::Live(Box::new(f))),
+            Err(e) => return Source::failed(&label, Some(path), e),
+        };
+        Source {
+            label,
+            path: Some(path.to_path_buf()),
+            held,
+            error: None,
+        }
+    }
+
+    /// A trace read whole from the bytes a FIFO or device gave.
+    fn read_once(path: &Path, bytes: &[u8]) -> Source {
+        let label = path.display().to_string();
+        match read_trace(bytes) {
+            Ok(t) => Source::held(label, Some(path), t),
+            Err(e) => Source::failed(&label, Some(path), format!("{label}: {e}")),
         }
     }
 
@@ -455,10 +567,7 @@ impl Source {
         };
         let stop = |held: &mut Option<Held>| {
             if let Some(Held::Live(f)) = held.take() {
-                *held = f
-                    .builder
-                    .into_trace()
-                    .map(|t| Held::Static(Arc::new(Run::held(t))));
+                *held = f.into_run().map(|r| Held::Static(Arc::new(r)));
             }
         };
         match f.poll() {
@@ -487,33 +596,23 @@ pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
     }
     let mut out: Vec<Source> = Vec::new();
     for p in paths {
-        if !follow {
-            match Source::read_finished(p) {
-                Some(Ok(sources)) => {
-                    push_unique(&mut out, sources);
-                    continue;
-                }
-                Some(Err(s)) => {
-                    push_unique(&mut out, vec![s]);
-                    continue;
-                }
-                None => {}
-            }
-        }
-        // Read once: a FIFO gives its bytes to one read only.
-        let s = match read_checked(p) {
-            Ok((bytes, regular)) => {
-                if let Some(hosts) = Source::segments(p, &bytes) {
-                    out.extend(hosts);
-                    continue;
-                }
-                Source::from_file(p, &bytes, follow && regular, regular)
-            }
-            Err(e) => Source::failed(&p.display().to_string(), Some(p), e),
-        };
-        push_unique(&mut out, vec![s]);
+        let sources = Source::open_each(p, follow);
+        push_unique(&mut out, sources);
     }
     out
+}
+
+/// Whether the regular file at `path` is a merged job file: one that starts with a segment
+/// record right after its header.
+fn merged_file(path: &Path) -> bool {
+    let mut head = Vec::new();
+    let read =
+        File::open(path).and_then(|f| f.take((HEADER_LEN + 16) as u64).read_to_end(&mut head));
+    read.is_ok()
+        && head
+            .get(HEADER_LEN..)
+            .and_then(parse_frame_header)
+            .is_some_and(|f| f.kind == SEGMENT_KIND)
 }
 
 /// Appends `sources`, each label made unique among those already there.
@@ -529,17 +628,16 @@ fn push_unique(out: &mut Vec<Source>, sources: Vec<Source>) {
     }
 }
 
-/// A trace file's bytes, its header checked first (a large file that is not a trace, or an
-/// endless device, is refused after 16 bytes), and whether it is a regular file (one that may
-/// grow). A FIFO with no writer is refused, not waited on (`TraceFile::open`).
-fn read_checked(path: &Path) -> Result<(Vec<u8>, bool), String> {
+/// The bytes of a FIFO or device given as a trace, its header checked first (an endless
+/// device that is not a trace is refused after 16 bytes). A FIFO with no writer is refused, not
+/// waited on (`TraceFile::open`).
+fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
     let label = path.display();
     let cannot = |e| format!("{label}: cannot read: {e}");
     let mut f = TraceFile::open(path).map_err(|e| e.to_string())?;
-    let regular = f.file_len().is_some();
     let mut bytes = Vec::new();
     (&mut f).take(16).read_to_end(&mut bytes).map_err(cannot)?;
     tpuscope_core::reader::parse_header_start(&bytes).map_err(|e| format!("{label}: {e}"))?;
     f.read_to_end(&mut bytes).map_err(cannot)?;
-    Ok((bytes, regular))
+    Ok(bytes)
 }

@@ -760,7 +760,7 @@ pub struct SourceLanes {
 
 /// The spans of one source gathered record by record, by lane, as its events stream by (what
 /// is kept of a record is its span, not the record).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct LaneBuilder {
     /// In monotonic ns until [`LaneBuilder::finish`].
     lanes: BTreeMap<LaneKey, Spans>,

@@ -88,3 +88,67 @@ fn a_record_is_not_read_back_from_a_file_replaced_since() {
     let other = run.record(later).unwrap_err();
     assert!(other.contains("changed since it was opened"), "{other}");
 }
+
+/// A trace followed as it grows folds its events as they come: the window draws and describes
+/// each record (read back from the file) as it would the trace held whole, before and after
+/// it grows, and once its end record makes it finished.
+#[test]
+fn a_followed_trace_is_folded_as_it_grows_and_reads_its_records_back() {
+    use tpuscope_core::TraceWriter;
+    use tpuscope_core::event::{End, Execute, ExecuteComplete, Manifest, Record};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.tps");
+    let mut w =
+        TraceWriter::new(std::fs::File::create(&path).unwrap(), &Manifest::default()).unwrap();
+    let mut seq = 0;
+    let mut write_steps = |w: &mut TraceWriter<std::fs::File>, n: u64| {
+        for _ in 0..n {
+            seq += 1;
+            let t = 1_000_000 + seq * 100_000;
+            w.write(&Record::Execute(Execute {
+                t_ns: t,
+                thread: 1,
+                dur_ns: 10_000,
+                executable_id: 7,
+                num_devices: 1,
+                seq,
+                completion_tracked: true,
+                ..Execute::default()
+            }))
+            .unwrap();
+            w.write(&Record::ExecuteComplete(ExecuteComplete {
+                t_ns: t + 50_000,
+                seq,
+                device_index: 0,
+                error: None,
+            }))
+            .unwrap();
+        }
+        w.flush().unwrap();
+    };
+    let check = |s: &data::Source, events: usize| {
+        let run = s.run().unwrap();
+        let whole = read_traces_file(&path).unwrap().remove(0);
+        assert_eq!(whole.events.len(), events);
+        assert_eq!(run.digest.events, events);
+        let (_, lanes) = LaneBuilder::of(&whole);
+        assert_eq!(*run.lanes, lanes);
+        assert!(run.trace.events.is_empty(), "events are folded, not held");
+        for (e, r) in whole.events.iter().enumerate() {
+            assert!(*run.record(e).unwrap() == *r, "record {e}");
+        }
+    };
+    write_steps(&mut w, 700);
+    let mut s = data::Source::open(&path, true);
+    assert!(s.is_live(), "{:?}", s.error);
+    check(&s, 1400);
+    write_steps(&mut w, 300);
+    assert!(s.poll() > 0);
+    check(&s, 2000);
+    w.write(&Record::End(End::default())).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    s.poll();
+    assert!(!s.is_live(), "the end record ends following");
+    check(&s, 2000);
+}
