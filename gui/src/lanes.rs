@@ -111,27 +111,12 @@ impl<T> Default for Chunked<T> {
 const CHUNK_BITS: u32 = 16;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
-impl<T: Copy> Chunked<T> {
-    fn push(&mut self, v: T) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => c.push(v),
-            _ => {
-                let mut c = Vec::with_capacity(CHUNK);
-                c.push(v);
-                self.chunks.push(c);
-            }
-        }
-        self.len += 1;
-    }
-
+/// Values read and written by index: what sorting and searching a lane's columns need.
+trait Column<T: Copy> {
     /// The `i`-th value; `i < len`.
-    fn at(&self, i: usize) -> T {
-        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
-    }
+    fn at(&self, i: usize) -> T;
 
-    fn set(&mut self, i: usize, v: T) {
-        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)] = v;
-    }
+    fn set(&mut self, i: usize, v: T);
 
     /// The first index in `lo..hi` whose value fails `pred`, all those before passing it (as
     /// `slice::partition_point`).
@@ -146,11 +131,6 @@ impl<T: Copy> Chunked<T> {
             }
         }
         lo
-    }
-
-    /// The values in order.
-    fn iter(&self) -> impl Iterator<Item = T> + '_ {
-        self.chunks.iter().flat_map(|c| c.iter().copied())
     }
 
     /// Puts value `order[i]` at `i`, in place (`order` is a permutation of `0..len`); `done` is
@@ -179,6 +159,145 @@ impl<T: Copy> Chunked<T> {
     }
 }
 
+impl<T: Copy> Chunked<T> {
+    fn push(&mut self, v: T) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(v),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(v);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// The values in order.
+    fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        self.chunks.iter().flat_map(|c| c.iter().copied())
+    }
+}
+
+impl<T: Copy> Column<T> for Chunked<T> {
+    fn at(&self, i: usize) -> T {
+        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+    }
+
+    fn set(&mut self, i: usize, v: T) {
+        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)] = v;
+    }
+}
+
+/// Spans' start times, 4 bytes each where they can be: in blocks of [`BLOCK`], each an offset
+/// from the block's first (a block of a busy lane spans well under the 4.3 s a word holds);
+/// a block that does not fit keeps whole times.
+#[derive(Clone, Debug, Default)]
+struct Starts {
+    blocks: Vec<Block>,
+    len: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Block {
+    Offsets { base: u64, off: Vec<u32> },
+    Whole(Vec<u64>),
+}
+
+const BLOCK_BITS: u32 = 12;
+const BLOCK: usize = 1 << BLOCK_BITS;
+
+impl Block {
+    /// Keeps whole times from now on.
+    fn widen(&mut self) {
+        if let Block::Offsets { base, off } = self {
+            let whole = off.iter().map(|&o| *base + u64::from(o)).collect();
+            *self = Block::Whole(whole);
+        }
+    }
+
+    /// `t` as an offset of this block, when it is one that fits.
+    fn offset(&self, t: u64) -> Option<u32> {
+        match self {
+            Block::Offsets { base, .. } => t.checked_sub(*base).and_then(|d| u32::try_from(d).ok()),
+            Block::Whole(_) => None,
+        }
+    }
+}
+
+impl Starts {
+    fn push(&mut self, t: u64) {
+        match self.blocks.last_mut() {
+            Some(b) if self.len & (BLOCK - 1) != 0 => {
+                if b.offset(t).is_none() {
+                    b.widen();
+                }
+                match b {
+                    Block::Offsets { base, off } => off.push(u32::try_from(t - *base).unwrap_or(0)),
+                    Block::Whole(w) => w.push(t),
+                }
+            }
+            _ => {
+                let mut off = Vec::with_capacity(BLOCK);
+                off.push(0);
+                self.blocks.push(Block::Offsets { base: t, off });
+            }
+        }
+        self.len += 1;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.len).map(|i| self.at(i))
+    }
+
+    /// Every time `by` ns earlier (0 at the earliest).
+    fn earlier_by(&mut self, by: u64) {
+        for b in &mut self.blocks {
+            match b {
+                Block::Offsets { base, .. } if *base >= by => *base -= by,
+                _ => {
+                    b.widen();
+                    if let Block::Whole(w) = b {
+                        w.iter_mut().for_each(|t| *t = t.saturating_sub(by));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Column<u64> for Starts {
+    fn at(&self, i: usize) -> u64 {
+        match &self.blocks[i >> BLOCK_BITS] {
+            Block::Offsets { base, off } => base + u64::from(off[i & (BLOCK - 1)]),
+            Block::Whole(w) => w[i & (BLOCK - 1)],
+        }
+    }
+
+    fn set(&mut self, i: usize, t: u64) {
+        let b = &mut self.blocks[i >> BLOCK_BITS];
+        let j = i & (BLOCK - 1);
+        match b.offset(t) {
+            Some(o) => {
+                if let Block::Offsets { off, .. } = b {
+                    off[j] = o;
+                }
+            }
+            None => {
+                b.widen();
+                if let Block::Whole(w) = b {
+                    w[j] = t;
+                }
+            }
+        }
+    }
+}
+
+impl PartialEq for Starts {
+    fn eq(&self, o: &Starts) -> bool {
+        self.len == o.len && self.iter().eq(o.iter())
+    }
+}
+
 /// A duration word that says "in `wide`".
 const WIDE: u32 = u32::MAX;
 
@@ -186,10 +305,10 @@ const WIDE: u32 = u32::MAX;
 const MAX_MOVE: usize = 64;
 
 /// The spans of one lane, sorted by start (those that start together in the order they came),
-/// 17 bytes each.
+/// 13 bytes each.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Spans {
-    start: Chunked<u64>,
+    start: Starts,
     /// How long each lasts; [`WIDE`]: 4.3 s or more, the duration is in `wide`.
     dur: Chunked<u32>,
     /// The durations that do not fit a word, by record (a record is one span of a lane).
@@ -283,9 +402,7 @@ impl Spans {
     /// summaries.
     fn finish(&mut self, by: u64) {
         let n = self.len();
-        for i in 0..n {
-            self.start.set(i, self.start.at(i).saturating_sub(by));
-        }
+        self.start.earlier_by(by);
         if !self.sorted {
             // Spans that start together keep their order in the file (the order they came in).
             let mut keys: Vec<(u64, u32)> = self.start.iter().zip(0..).collect();
@@ -1044,6 +1161,28 @@ mod tests {
         want.sort_by_key(|s| s.0);
         let got: Vec<_> = (0..s.len()).map(|i| s.get(i).unwrap()).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn start_times_read_back_exactly_whether_kept_as_offsets_or_whole() {
+        // Dense blocks (offsets), a block with a 10 s gap and one with a time before its
+        // first (whole), then moved earlier past some blocks' first times, and permuted.
+        let mut want: Vec<u64> = (0..3 * BLOCK as u64).map(|i| 5_000 + i * 1_000).collect();
+        want.push(want[want.len() - 1] + 10_000_000_000);
+        want.extend((0..BLOCK as u64).map(|i| 20_000_000_000 + i));
+        want.push(7);
+        let mut s = Starts::default();
+        want.iter().for_each(|&t| s.push(t));
+        assert!(matches!(s.blocks[0], Block::Offsets { .. }));
+        assert!(s.iter().eq(want.iter().copied()));
+        s.earlier_by(6_000);
+        want.iter_mut().for_each(|t| *t = t.saturating_sub(6_000));
+        assert!(s.iter().eq(want.iter().copied()));
+        let order: Vec<u32> = (0..want.len() as u32).rev().collect();
+        let mut done = vec![0u64; want.len().div_ceil(64)];
+        s.permute(&order, &mut done);
+        want.reverse();
+        assert!(s.iter().eq(want.iter().copied()));
     }
 
     #[test]
