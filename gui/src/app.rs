@@ -190,10 +190,10 @@ impl App {
 
     pub fn rebuild_timeline(&mut self) {
         let runs = self.runs();
-        let present: Vec<(usize, &Run)> = runs
+        let present: Vec<(usize, Arc<Run>)> = runs
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| r.as_deref().map(|r| (i, r)))
+            .filter_map(|(i, r)| r.clone().map(|r| (i, r)))
             .collect();
         let tl = Timeline::build(&present);
         let names = runs

@@ -642,6 +642,16 @@ impl Spans {
     pub fn find_event(&self, event: u32) -> Option<usize> {
         self.event.iter().position(|e| e == event)
     }
+
+    /// The span of record `event` among those that start at `start`: found by bisection, not
+    /// by a scan of the lane.
+    fn find_event_at(&self, event: u32, start: u64) -> Option<usize> {
+        let n = self.len();
+        let first = self.start.partition_point(0, n, |s| s < start);
+        (first..n)
+            .take_while(|&i| self.start.at(i) == start)
+            .find(|&i| self.event.at(i) == event)
+    }
 }
 
 /// A row of the timeline: a lane's spans, kept in ns since its source's origin, drawn `shift` ns
@@ -684,9 +694,21 @@ impl Lane {
         self.spans.bars(v0 - shift, v1 - shift, width, out);
     }
 
-    /// Spans of this lane whose record is `event` (usually one).
-    fn find_event(&self, event: u32) -> Option<usize> {
-        self.spans.find_event(event)
+    /// The span of record `event` on this lane, drawn from `t0`. `at`: its record's time,
+    /// when known: a host lane's span starts then, so it is looked for there alone; a
+    /// device's (a completion's starts when its launch did) is looked for everywhere when it
+    /// is not there.
+    fn find_event(&self, event: u32, at: Option<u64>, t0: u64) -> Option<usize> {
+        let Some(at) = at else {
+            return self.spans.find_event(event);
+        };
+        // As the lane keeps it: in ns since its source's origin (`t0 + shift`).
+        let start = at.saturating_sub(t0 + self.shift);
+        match self.spans.find_event_at(event, start) {
+            Some(i) => Some(i),
+            None if self.device => self.spans.find_event(event),
+            None => None,
+        }
     }
 }
 
@@ -708,6 +730,8 @@ pub struct Timeline {
     /// The sources are the hosts of one job, drawn on the job timeline: `t0` of each is the
     /// same instant on its own clock, so one x is one moment on every host's lanes.
     pub aligned: bool,
+    /// Each source's run (by source index), to find a record's span from its time.
+    runs: Vec<Option<Arc<Run>>>,
 }
 
 /// The start a trace's times are drawn from: its manifest's, unless events came earlier
@@ -765,10 +789,16 @@ fn job_origins(runs: &[(usize, &Run)]) -> Option<Vec<u64>> {
 impl Timeline {
     /// Lanes of every source, in source order: its threads (by thread id), then its devices.
     /// The hosts of one job are drawn on the job timeline (see [`Timeline::aligned`]).
-    pub fn build(runs: &[(usize, &Run)]) -> Timeline {
+    pub fn build(shared: &[(usize, Arc<Run>)]) -> Timeline {
+        let runs: Vec<(usize, &Run)> = shared.iter().map(|(s, r)| (*s, r.as_ref())).collect();
+        let runs = runs.as_slice();
         let mut tl = Timeline::default();
         let sources = runs.iter().map(|(s, _)| *s + 1).max().unwrap_or(0);
         tl.t0 = vec![0; sources];
+        tl.runs = vec![None; sources];
+        for (s, r) in shared {
+            tl.runs[*s] = Some(Arc::clone(r));
+        }
         let multi = runs.len() > 1;
         let job = job_origins(runs);
         tl.aligned = job.is_some();
@@ -848,13 +878,20 @@ impl Timeline {
     /// The lane and span showing record `event` of `source`.
     pub fn locate(&self, source: usize, event: usize) -> Option<(usize, usize)> {
         let e = u32::try_from(event).ok()?;
+        // Its span starts at its record's time.
+        let t0 = self.t0.get(source).copied().unwrap_or(0);
+        let at = self
+            .runs
+            .get(source)
+            .and_then(Option::as_ref)
+            .and_then(|r| r.record(event).ok()?.t_ns());
         // Host lanes first: a transfer is also drawn on its device's lane.
         let mut order: Vec<usize> = (0..self.lanes.len()).collect();
         order.sort_by_key(|&l| self.lanes[l].device);
         order
             .into_iter()
             .filter(|&l| self.lanes[l].source == source)
-            .find_map(|l| self.lanes[l].find_event(e).map(|s| (l, s)))
+            .find_map(|l| self.lanes[l].find_event(e, at, t0).map(|s| (l, s)))
     }
 }
 

@@ -152,3 +152,43 @@ fn a_followed_trace_is_folded_as_it_grows_and_reads_its_records_back() {
     assert!(!s.is_live(), "the end record ends following");
     check(&s, 2000);
 }
+
+/// Every record drawn on the timeline is found there from its index (what a click on a sync
+/// line or a record in a list shows), on a host lane when it is drawn on one.
+#[test]
+fn every_drawn_record_is_located_on_its_lane() {
+    use std::collections::HashMap;
+    use tpuscope_gui::lanes::Timeline;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for name in [
+        "jax_lr.tps",
+        "torch_xla_item.tps",
+        "jax_attach.tps",
+        "torch_tpu_cache.tps",
+    ] {
+        let path = root.join("sample_traces/real").join(name);
+        let sources = data::open_all(std::slice::from_ref(&path), false);
+        let runs: Vec<(usize, std::sync::Arc<data::Run>)> = sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.run().unwrap()))
+            .collect();
+        let tl = Timeline::build(&runs);
+        // Each drawn record: whether one of its spans is on a host lane.
+        let mut drawn: HashMap<(usize, usize), bool> = HashMap::new();
+        for l in &tl.lanes {
+            for i in 0..l.len() {
+                let host = drawn.entry((l.source, l.event(i).unwrap())).or_default();
+                *host |= !l.device;
+            }
+        }
+        assert!(drawn.len() > 20, "{name}");
+        for (&(source, e), &host) in &drawn {
+            let (l, s) = tl
+                .locate(source, e)
+                .unwrap_or_else(|| panic!("{name}: {e}"));
+            assert_eq!(tl.lanes[l].event(s), Some(e), "{name}: {e}");
+            assert_eq!(!tl.lanes[l].device, host, "{name}: {e}");
+        }
+    }
+}
