@@ -260,7 +260,14 @@ pub struct Follower {
 impl Follower {
     /// Reads `path` as it is now, folding its events as they are read.
     pub fn open(path: &Path) -> Result<Follower, String> {
-        let id = FileId::of(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let shown = path.display();
+        let id = FileId::of(path).map_err(|e| format!("{shown}: {e}"))?;
+        // Its header first: a file that is not a trace (or is empty) is refused, not waited on.
+        let mut head = Vec::new();
+        File::open(path)
+            .and_then(|f| f.take(16).read_to_end(&mut head))
+            .map_err(|e| format!("{shown}: cannot read: {e}"))?;
+        tpuscope_core::reader::parse_header_start(&head).map_err(|e| format!("{shown}: {e}"))?;
         let mut f = Follower {
             path: path.to_path_buf(),
             offset: 0,

@@ -192,3 +192,26 @@ fn every_drawn_record_is_located_on_its_lane() {
         }
     }
 }
+
+/// `--follow` of a file that is not a trace, or is empty, is refused with the reason, as a
+/// plain open is: not waited on.
+#[test]
+fn following_what_is_not_a_trace_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [
+        ("empty.tps", &b""[..]),
+        ("notes.txt", &b"not a trace at all"[..]),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        for follow in [true, false] {
+            let s = data::Source::open(&path, follow);
+            let e = s
+                .error
+                .as_deref()
+                .unwrap_or_else(|| panic!("{name} {follow}"));
+            assert!(e.contains("not a tpuscope trace"), "{name} {follow}: {e}");
+            assert!(!s.has_trace());
+        }
+    }
+}
