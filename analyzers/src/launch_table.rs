@@ -17,8 +17,9 @@ use crate::digest::{Done, Launch};
 /// Values appended in order and read by index, in chunks of [`CHUNK`]: growing never copies
 /// what is there, nor holds room for as many again. A clone shares the chunks (a live view's
 /// snapshot of a long run costs pointers); a chunk is copied only when one side changes it.
-#[derive(Clone, Debug)]
-pub(crate) struct Column<T> {
+/// Also the GUI's timeline columns (`gui/src/lanes.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column<T> {
     chunks: Vec<Arc<Vec<T>>>,
     len: usize,
 }
@@ -36,11 +37,11 @@ impl<T> Default for Column<T> {
 }
 
 impl<T: Clone> Column<T> {
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
-    pub(crate) fn push(&mut self, v: T) {
+    pub fn push(&mut self, v: T) {
         match self.chunks.last_mut() {
             Some(c) if c.len() < CHUNK => {
                 if Arc::get_mut(c).is_none() {
@@ -61,8 +62,27 @@ impl<T: Clone> Column<T> {
         self.len += 1;
     }
 
-    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, i: usize) -> Option<&T> {
         self.chunks.get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
+    }
+
+    /// The `i`-th value; `i < len`, as indexing a slice.
+    pub fn at(&self, i: usize) -> T
+    where
+        T: Copy,
+    {
+        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+    }
+
+    /// Replaces the `i`-th value (nothing past the end).
+    pub fn set(&mut self, i: usize, v: T) {
+        if let Some(slot) = self.get_mut(i) {
+            *slot = v;
+        }
     }
 
     fn get_mut(&mut self, i: usize) -> Option<&mut T> {
@@ -70,7 +90,7 @@ impl<T: Clone> Column<T> {
     }
 
     /// The values in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
         self.chunks.iter().flat_map(|c| c.iter())
     }
 }

@@ -19,7 +19,7 @@ pub mod frontend;
 pub mod hbm;
 pub mod hlo_text;
 pub mod hosts;
-mod launch_table;
+pub mod launch_table;
 pub mod library_reads;
 pub mod live_notes;
 pub mod phases;

@@ -129,12 +129,15 @@ impl Fold {
                 self.lanes.add(e32, &rec, &self.digest);
                 self.digest.push(&rec);
             }
-            Skimmed::Raw(kind, payload) => {
-                if let Ok(rec) = Record::decode_payload(kind, payload) {
+            // A kind the reader was not asked to decode, or a transfer that does not read in
+            // place: decoded once, for both (one that does not decode is counted by the digest).
+            Skimmed::Raw(kind, payload) => match Record::decode_payload(kind, payload) {
+                Ok(rec) => {
                     self.lanes.add(e32, &rec, &self.digest);
+                    self.digest.push(&rec);
                 }
-                self.digest.push_skimmed(Skimmed::Raw(kind, payload));
-            }
+                Err(_) => self.digest.push_skimmed(Skimmed::Raw(kind, payload)),
+            },
         }
         if self.digest.events() > e && e.is_multiple_of(MARK_EVERY) {
             self.marks.push(frame);
@@ -263,11 +266,8 @@ impl Follower {
         let shown = path.display();
         let id = FileId::of(path).map_err(|e| format!("{shown}: {e}"))?;
         // Its header first: a file that is not a trace (or is empty) is refused, not waited on.
-        let mut head = Vec::new();
-        File::open(path)
-            .and_then(|f| f.take(16).read_to_end(&mut head))
-            .map_err(|e| format!("{shown}: cannot read: {e}"))?;
-        tpuscope_core::reader::parse_header_start(&head).map_err(|e| format!("{shown}: {e}"))?;
+        let file = File::open(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+        header_checked(path, file)?;
         let mut f = Follower {
             path: path.to_path_buf(),
             offset: 0,
@@ -530,14 +530,10 @@ impl Source {
 
     /// A regular file that will not grow, read as it streams by (its bytes and records are
     /// never held whole): its sources (one per host of a merged job), or the failed source when
-    /// it cannot be read. `None` when it is not a regular file, or is one trace without an end
-    /// record (its writer may still be running: it is read whole and followed).
+    /// it cannot be read. `None` when it is one trace without an end record (its writer may
+    /// still be running: it is followed). Only for a regular file: a FIFO gives its bytes to
+    /// one read only.
     fn read_finished(path: &Path) -> Option<Result<Vec<Source>, Source>> {
-        // Asked before opening: a FIFO gives its bytes to one read only, which must be the
-        // whole read.
-        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            return None;
-        }
         let runs = match Run::read_folded(path) {
             Ok(r) => r,
             Err(e) => {
@@ -639,12 +635,21 @@ fn push_unique(out: &mut Vec<Source>, sources: Vec<Source>) {
 /// device that is not a trace is refused after 16 bytes). A FIFO with no writer is refused, not
 /// waited on (`TraceFile::open`).
 fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
-    let label = path.display();
-    let cannot = |e| format!("{label}: cannot read: {e}");
     let mut f = TraceFile::open(path).map_err(|e| e.to_string())?;
-    let mut bytes = Vec::new();
-    (&mut f).take(16).read_to_end(&mut bytes).map_err(cannot)?;
-    tpuscope_core::reader::parse_header_start(&bytes).map_err(|e| format!("{label}: {e}"))?;
-    f.read_to_end(&mut bytes).map_err(cannot)?;
+    let mut bytes = header_checked(path, &mut f)?;
+    f.read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     Ok(bytes)
+}
+
+/// The first 16 bytes of the trace `path` that `f` reads, once they are the start of a trace
+/// header: what is not a trace is refused before more of it is read.
+fn header_checked(path: &Path, f: impl Read) -> Result<Vec<u8>, String> {
+    let label = path.display();
+    let mut head = Vec::new();
+    f.take(16)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("{label}: cannot read: {e}"))?;
+    tpuscope_core::reader::parse_header_start(&head).map_err(|e| format!("{label}: {e}"))?;
+    Ok(head)
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use tpuscope_analyzers::digest::{Digest, DigestBuilder};
+use tpuscope_analyzers::launch_table::Column;
 
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record};
@@ -91,28 +92,8 @@ impl Summary {
     }
 }
 
-/// Values appended in order and read by index, in chunks of [`CHUNK`]: growing never copies
-/// what is there nor holds room for as many again (a lane of a long run has millions of spans).
-#[derive(Clone, Debug, PartialEq)]
-struct Chunked<T> {
-    chunks: Vec<Vec<T>>,
-    len: usize,
-}
-
-impl<T> Default for Chunked<T> {
-    fn default() -> Self {
-        Chunked {
-            chunks: Vec::new(),
-            len: 0,
-        }
-    }
-}
-
-const CHUNK_BITS: u32 = 16;
-const CHUNK: usize = 1 << CHUNK_BITS;
-
 /// Values read and written by index: what sorting and searching a lane's columns need.
-trait Column<T: Copy> {
+trait Indexed<T: Copy> {
     /// The `i`-th value; `i < len`.
     fn at(&self, i: usize) -> T;
 
@@ -159,32 +140,13 @@ trait Column<T: Copy> {
     }
 }
 
-impl<T: Copy> Chunked<T> {
-    fn push(&mut self, v: T) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => c.push(v),
-            _ => {
-                let mut c = Vec::with_capacity(CHUNK);
-                c.push(v);
-                self.chunks.push(c);
-            }
-        }
-        self.len += 1;
-    }
-
-    /// The values in order.
-    fn iter(&self) -> impl Iterator<Item = T> + '_ {
-        self.chunks.iter().flat_map(|c| c.iter().copied())
-    }
-}
-
-impl<T: Copy> Column<T> for Chunked<T> {
+impl<T: Copy> Indexed<T> for Column<T> {
     fn at(&self, i: usize) -> T {
-        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+        Column::at(self, i)
     }
 
     fn set(&mut self, i: usize, v: T) {
-        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)] = v;
+        Column::set(self, i, v);
     }
 }
 
@@ -265,7 +227,7 @@ impl Starts {
     }
 }
 
-impl Column<u64> for Starts {
+impl Indexed<u64> for Starts {
     fn at(&self, i: usize) -> u64 {
         match &self.blocks[i >> BLOCK_BITS] {
             Block::Offsets { base, off } => base + u64::from(off[i & (BLOCK - 1)]),
@@ -310,12 +272,12 @@ const MAX_MOVE: usize = 64;
 pub struct Spans {
     start: Starts,
     /// How long each lasts; [`WIDE`]: 4.3 s or more, the duration is in `wide`.
-    dur: Chunked<u32>,
+    dur: Column<u32>,
     /// The durations that do not fit a word, by record (a record is one span of a lane).
     wide: FxHashMap<u32, u64>,
-    kind: Chunked<Kind>,
+    kind: Column<Kind>,
     /// Index of the record in its trace's `events`.
-    event: Chunked<u32>,
+    event: Column<u32>,
     /// Appended in order so far (no sort needed).
     sorted: bool,
     /// `levels[k][b]` summarises spans `[b·16^(k+1), (b+1)·16^(k+1))`.
@@ -640,7 +602,7 @@ impl Spans {
 
     /// Spans of this lane whose record is `event` (usually one).
     pub fn find_event(&self, event: u32) -> Option<usize> {
-        self.event.iter().position(|e| e == event)
+        self.event.iter().position(|&e| e == event)
     }
 
     /// The span of record `event` among those that start at `start`: found by bisection, not
@@ -1152,8 +1114,8 @@ mod tests {
 
     #[test]
     fn spans_come_out_sorted_by_start_ties_in_file_order() {
-        // Over a chunk's worth, in a scrambled order with many equal times.
-        let n = CHUNK as u64 + 5000;
+        // Over a column chunk's worth (65 536), in a scrambled order with many equal times.
+        let n = 70_000u64;
         let items: Vec<(u64, u64, Kind, u32)> = (0..n)
             .map(|i| {
                 let t = (i * 7919) % 1000;
