@@ -15,13 +15,17 @@ use rustc_hash::FxHashMap;
 use crate::digest::{Done, Launch};
 
 /// Values appended in order and read by index, in chunks of [`CHUNK`]: growing never copies
-/// what is there, nor holds room for as many again. A clone shares the chunks (a live view's
-/// snapshot of a long run costs pointers); a chunk is copied only when one side changes it.
-/// Also the GUI's timeline columns (`gui/src/lanes.rs`).
+/// what is there, nor holds room for as many again. A clone shares the full chunks (a live
+/// view's snapshot of a long run costs pointers and the chunk being filled); a full chunk is
+/// copied only when one side changes it. The chunk being filled is this column's alone, so a
+/// push or a change there takes no atomic operation (the fold of a long trace pushes one
+/// value per event into several columns). Also the GUI's timeline columns (`gui/src/lanes.rs`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Column<T> {
+    /// Full chunks of [`CHUNK`] values.
     chunks: Vec<Arc<Vec<T>>>,
-    len: usize,
+    /// The values after them, fewer than [`CHUNK`].
+    tail: Vec<T>,
 }
 
 const CHUNK_BITS: u32 = 16;
@@ -31,43 +35,37 @@ impl<T> Default for Column<T> {
     fn default() -> Self {
         Column {
             chunks: Vec::new(),
-            len: 0,
+            tail: Vec::new(),
         }
     }
 }
 
 impl<T: Clone> Column<T> {
     pub fn len(&self) -> usize {
-        self.len
+        (self.chunks.len() << CHUNK_BITS) + self.tail.len()
     }
 
     pub fn push(&mut self, v: T) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => {
-                if Arc::get_mut(c).is_none() {
-                    // Shared with a snapshot: ours from now on, with room for the whole chunk
-                    // (a plain clone would hold its length and then grow by doubling).
-                    let mut own = Vec::with_capacity(CHUNK);
-                    own.extend_from_slice(c);
-                    *c = Arc::new(own);
-                }
-                Arc::make_mut(c).push(v);
-            }
-            _ => {
-                let mut c = Vec::with_capacity(CHUNK);
-                c.push(v);
-                self.chunks.push(Arc::new(c));
-            }
+        if self.tail.len() == CHUNK {
+            // The first tail grew by doubling (a short column stays small); later ones are
+            // made whole at once.
+            let full = std::mem::replace(&mut self.tail, Vec::with_capacity(CHUNK));
+            self.chunks.push(Arc::new(full));
         }
-        self.len += 1;
+        self.tail.push(v);
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.chunks.is_empty() && self.tail.is_empty()
     }
 
     pub fn get(&self, i: usize) -> Option<&T> {
-        self.chunks.get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
+        let c = i >> CHUNK_BITS;
+        match self.chunks.get(c) {
+            Some(chunk) => chunk.get(i & (CHUNK - 1)),
+            None if c == self.chunks.len() => self.tail.get(i & (CHUNK - 1)),
+            None => None,
+        }
     }
 
     /// The `i`-th value; `i < len`, as indexing a slice.
@@ -75,7 +73,12 @@ impl<T: Clone> Column<T> {
     where
         T: Copy,
     {
-        self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+        let c = i >> CHUNK_BITS;
+        if c < self.chunks.len() {
+            self.chunks[c][i & (CHUNK - 1)]
+        } else {
+            self.tail[i - (self.chunks.len() << CHUNK_BITS)]
+        }
     }
 
     /// Replaces the `i`-th value (nothing past the end).
@@ -86,12 +89,20 @@ impl<T: Clone> Column<T> {
     }
 
     fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        Arc::make_mut(self.chunks.get_mut(i >> CHUNK_BITS)?).get_mut(i & (CHUNK - 1))
+        let (c, full) = (i >> CHUNK_BITS, self.chunks.len());
+        match self.chunks.get_mut(c) {
+            Some(chunk) => Arc::make_mut(chunk).get_mut(i & (CHUNK - 1)),
+            None if c == full => self.tail.get_mut(i & (CHUNK - 1)),
+            None => None,
+        }
     }
 
     /// The values in order.
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        self.chunks.iter().flat_map(|c| c.iter())
+        self.chunks
+            .iter()
+            .flat_map(|c| c.iter())
+            .chain(self.tail.iter())
     }
 }
 

@@ -1,8 +1,6 @@
 //! Timeline data: the spans of each lane (a host thread or a device), sorted, with a summary
 //! pyramid so that a frame draws at most about one bar per pixel column whatever the zoom.
 
-use std::collections::BTreeMap;
-
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use tpuscope_analyzers::digest::{Digest, DigestBuilder};
@@ -858,7 +856,7 @@ impl Timeline {
 }
 
 /// Which row a span is drawn on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LaneKey {
     Thread(u32),
     /// A device by index; -1 holds the summarized executes.
@@ -878,8 +876,10 @@ pub struct SourceLanes {
 /// is kept of a record is its span, not the record).
 #[derive(Clone, Default)]
 pub struct LaneBuilder {
-    /// In monotonic ns until [`LaneBuilder::finish`].
-    lanes: BTreeMap<LaneKey, Spans>,
+    /// In monotonic ns until [`LaneBuilder::finish`], in order of their first span.
+    lanes: Vec<(LaneKey, Spans)>,
+    /// Where each lane is in `lanes` (one lookup per span: a hash, not a tree's walk).
+    lane_of: FxHashMap<LaneKey, usize>,
     /// Each device's last completion, by device index.
     busy_until: Vec<u64>,
     /// The earliest time after 0 of an event.
@@ -888,7 +888,13 @@ pub struct LaneBuilder {
 
 impl LaneBuilder {
     fn at(&mut self, key: LaneKey, start: u64, end: u64, k: Kind, e: u32) {
-        self.lanes.entry(key).or_default().push(start, end, k, e);
+        let i = *self.lane_of.entry(key).or_insert_with(|| {
+            self.lanes.push((key, Spans::default()));
+            self.lanes.len() - 1
+        });
+        if let Some((_, spans)) = self.lanes.get_mut(i) {
+            spans.push(start, end, k, e);
+        }
     }
 
     /// A span of `dur` ns from `t` on a host thread's lane.
@@ -994,8 +1000,9 @@ impl LaneBuilder {
     /// The lanes of the source whose trace (tables) is `trace`, in ns since its origin.
     pub fn finish(self, trace: &Trace) -> SourceLanes {
         let origin = origin(trace, self.first);
-        let lanes = self
-            .lanes
+        let mut lanes = self.lanes;
+        lanes.sort_unstable_by_key(|(key, _)| *key);
+        let lanes = lanes
             .into_iter()
             .map(|(key, mut spans)| {
                 spans.finish(origin);
