@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
-use crate::digest::{Digest, merged};
+use crate::digest::{Digest, merged, merged_sorted};
 use crate::phases::Phase;
 use crate::steps::Steps;
 use crate::syncs::SyncView;
@@ -252,7 +252,11 @@ fn measure_within(spans: &[(u64, u64)], a: u64, b: u64) -> u64 {
 
 impl Union {
     fn new(v: Vec<(u64, u64)>) -> Union {
-        let spans = merged(v);
+        Union::sorted(merged(v))
+    }
+
+    /// Of spans already sorted and disjoint.
+    fn sorted(spans: Vec<(u64, u64)>) -> Union {
         let mut before = Vec::with_capacity(spans.len() + 1);
         let mut acc = 0u64;
         before.push(0);
@@ -305,12 +309,10 @@ impl Layers {
     fn new(compiling: Union, blocked: Union, busy: Vec<(u64, u64)>, timed: bool) -> Layers {
         let blocked_busy = Union::new(intersect(&blocked.spans, &busy));
         let upto_blocked = Union::of(&[&compiling, &blocked]);
-        // Busy is a span per busy period of any device: its spans are reused, compiling and
-        // blocked added.
-        let mut spans = busy;
-        spans.extend_from_slice(&upto_blocked.spans);
+        // Busy is a span per busy period of any device: both sorted, walked in step.
+        let upto_busy = Union::sorted(merged_sorted(&[&busy, &upto_blocked.spans]));
         Layers {
-            upto_busy: Union::new(spans),
+            upto_busy,
             upto_blocked,
             blocked_busy_compiling: Union::new(intersect(&blocked_busy.spans, &compiling.spans)),
             blocked_busy,
@@ -412,7 +414,8 @@ pub fn run_breakdown(
         .collect();
     let compiling = Union::new(compiling);
     let blocked = Union::new(blocked);
-    let busy = merged(d.device_busy.iter().flatten().copied().collect());
+    let per_device: Vec<&[(u64, u64)]> = d.device_busy.iter().map(Vec::as_slice).collect();
+    let busy = merged_sorted(&per_device);
     let layers = Layers::new(compiling, blocked, busy, timing.complete());
     let total = layers.split(start, end);
     let phases = steps.phases.map_or_else(Vec::new, |p| {
@@ -532,36 +535,53 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
         return None;
     }
     let first = steady.first()?.start_ns;
-    // Per shape, the steady steps it was sent in, as bits: a few shapes, each a bit a step.
-    let mut seen: std::collections::BTreeMap<(&str, &[i64]), StepSet> =
-        std::collections::BTreeMap::new();
+    // The shapes by index: the digest's, then those only failed transfers had.
+    let mut shapes: Vec<(&str, &[i64])> = d
+        .shapes
+        .iter()
+        .map(|(dtype, dims)| (dtype.as_str(), dims.as_slice()))
+        .collect();
     // The batches the digest keeps as (time, shape), and the failed ones it keeps whole.
-    let failed = d.others().filter_map(|(_, r)| match r {
-        Record::Transfer(t)
-            if t.direction == tpuscope_core::event::Direction::H2d as i32 && !t.dims.is_empty() =>
+    let mut failed: Vec<(u64, u32)> = Vec::new();
+    for (_, r) in d.others() {
+        if let Record::Transfer(t) = r
+            && t.direction == tpuscope_core::event::Direction::H2d as i32
+            && !t.dims.is_empty()
         {
-            Some((t.t_ns, (t.dtype.as_str(), t.dims.as_slice())))
+            let key = (t.dtype.as_str(), t.dims.as_slice());
+            let k = shapes.iter().position(|s| *s == key).unwrap_or_else(|| {
+                shapes.push(key);
+                shapes.len() - 1
+            });
+            failed.push((t.t_ns, u32::try_from(k).unwrap_or(u32::MAX)));
         }
-        _ => None,
-    });
-    let kept = d.batches().filter_map(|(t, shape)| {
-        let (dtype, dims) = d.shapes.get(shape as usize)?;
-        Some((t, (dtype.as_str(), dims.as_slice())))
-    });
-    for (t, shape) in kept.chain(failed) {
+    }
+    // Per shape, the steady steps it was sent in, as bits: a few shapes, each a bit a step.
+    let mut seen: Vec<StepSet> = Vec::new();
+    let bounds: Vec<(u64, u64)> = steady.iter().map(|s| (s.start_ns, s.end_ns)).collect();
+    let mut step_of = crate::steps::StepOf::new(&bounds);
+    for (t, shape) in d.batches().chain(failed) {
         if t < first {
             continue;
         }
-        let i = steady.partition_point(|s| s.end_ns <= t);
-        if steady.get(i).is_some_and(|s| s.start_ns <= t) {
-            seen.entry(shape).or_default().insert(i);
+        if let Some(i) = step_of.find(t) {
+            let k = shape as usize;
+            if seen.len() <= k {
+                seen.resize_with(k + 1, StepSet::default);
+            }
+            if let Some(set) = seen.get_mut(k) {
+                set.insert(i);
+            }
         }
     }
-    let every: Vec<(&str, &[i64])> = seen
+    // In the order of the shapes (dtype, then dims).
+    let mut every: Vec<(&str, &[i64])> = seen
         .iter()
+        .enumerate()
         .filter(|(_, in_steps)| in_steps.len() * 5 >= steady.len() * 4)
-        .map(|(&k, _)| k)
+        .filter_map(|(k, _)| shapes.get(k).copied())
         .collect();
+    every.sort_unstable();
     let lead = every.first()?.1.first().copied()?;
     if lead <= 0 || every.iter().any(|(_, d)| d.first() != Some(&lead)) {
         return None;

@@ -521,6 +521,35 @@ impl SpanUnion {
     }
 }
 
+/// [`merged`] of the spans of several lists that are each sorted by start (as `merged` leaves
+/// them): walked in step, in time order, rather than gathered and sorted again (a long run's
+/// devices have millions of busy spans).
+pub(crate) fn merged_sorted(lists: &[&[(u64, u64)]]) -> Vec<(u64, u64)> {
+    use std::cmp::Reverse;
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(lists.iter().map(|l| l.len()).sum());
+    // The next span of each list, earliest first: (span, list, place in it).
+    type Head = Reverse<((u64, u64), usize, usize)>;
+    let mut heads: std::collections::BinaryHeap<Head> = lists
+        .iter()
+        .enumerate()
+        .filter_map(|(k, l)| l.first().map(|&s| Reverse((s, k, 0))))
+        .collect();
+    while let Some(Reverse((s, k, i))) = heads.pop() {
+        if let Some(&next) = lists.get(k).and_then(|l| l.get(i + 1)) {
+            heads.push(Reverse((next, k, i + 1)));
+        }
+        if s.1 <= s.0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(kept) if s.0 <= kept.1 => kept.1 = kept.1.max(s.1),
+            _ => out.push(s),
+        }
+    }
+    out.shrink_to_fit();
+    out
+}
+
 /// Spans sorted, overlapping and touching ones merged, empty ones dropped; in place: a long
 /// run's spans are not copied.
 pub(crate) fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
@@ -541,6 +570,36 @@ pub(crate) fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 mod tests {
     use super::*;
     use tpuscope_core::event::{Execute, ExecuteComplete};
+
+    #[test]
+    fn sorted_lists_merge_as_their_spans_sorted_would() {
+        // Pseudo-random spans, some empty, touching or nested, in three lists sorted by start.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..50 {
+            let lists: Vec<Vec<(u64, u64)>> = (0..3)
+                .map(|_| {
+                    let mut l: Vec<(u64, u64)> = (0..next() % 40)
+                        .map(|_| {
+                            let a = next() % 1000;
+                            (a, a + next() % 30)
+                        })
+                        .collect();
+                    l.sort_unstable();
+                    l
+                })
+                .collect();
+            let refs: Vec<&[(u64, u64)]> = lists.iter().map(Vec::as_slice).collect();
+            let all: Vec<(u64, u64)> = lists.iter().flatten().copied().collect();
+            assert_eq!(merged_sorted(&refs), merged(all), "{lists:?}");
+        }
+        assert!(merged_sorted(&[]).is_empty());
+    }
 
     fn launch(seq: u64, t_ns: u64) -> Record {
         Record::Execute(Execute {

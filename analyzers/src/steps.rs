@@ -431,10 +431,8 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
             Phases::from_steps(&bounds, run_start, run_end)
         },
     };
-    let index = |t: u64| {
-        let i = bounds.partition_point(|b| b.1 <= t);
-        bounds.get(i).filter(|b| b.0 <= t).map(|_| i)
-    };
+    let mut step_of = StepOf::new(&bounds);
+    let mut index = |t: u64| step_of.find(t);
     // Executes and distinct executables per step. Launches come about in time order: while
     // their steps never go back, each step's programs are counted as they go by, with one
     // small set; else (step, executable) pairs are counted distinct after the pass.
@@ -487,6 +485,43 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
     out
 }
 
+/// The step holding a time, for times that mostly come in order (a run's launches): the step
+/// of the last time asked or the next one, else found by bisection.
+pub(crate) struct StepOf<'a> {
+    /// Sorted and disjoint.
+    bounds: &'a [(u64, u64)],
+    /// Where the last time asked fell: the first step ending after it.
+    at: usize,
+}
+
+impl<'a> StepOf<'a> {
+    /// Over steps' (start, end), sorted and disjoint.
+    pub(crate) fn new(bounds: &'a [(u64, u64)]) -> StepOf<'a> {
+        StepOf { bounds, at: 0 }
+    }
+
+    pub(crate) fn find(&mut self, t: u64) -> Option<usize> {
+        let b = self.bounds;
+        // Whether `i` is the first step that ends after `t`.
+        let first_after = |i: usize| {
+            i <= b.len()
+                && i.checked_sub(1)
+                    .and_then(|p| b.get(p))
+                    .is_none_or(|s| s.1 <= t)
+                && b.get(i).is_none_or(|s| s.1 > t)
+        };
+        let i = if first_after(self.at) {
+            self.at
+        } else if first_after(self.at + 1) {
+            self.at + 1
+        } else {
+            b.partition_point(|s| s.1 <= t)
+        };
+        self.at = i;
+        b.get(i).filter(|s| s.0 <= t).map(|_| i)
+    }
+}
+
 /// What a run launched, in file order, as (time, executable, executes): each launch, and each
 /// summary of launches the collector aggregated (at its first launch's time).
 fn launched(d: &Digest) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
@@ -518,6 +553,28 @@ fn launched(d: &Digest) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_is_found_from_the_last_as_by_bisection() {
+        let bounds = [(10, 20), (20, 30), (35, 50), (50, 51), (60, 90)];
+        let bisect = |t: u64| {
+            let i = bounds.partition_point(|b| b.1 <= t);
+            bounds.get(i).filter(|b| b.0 <= t).map(|_| i)
+        };
+        let mut s = StepOf {
+            bounds: &bounds,
+            at: 0,
+        };
+        // In order, with gaps and ends, then back and forth.
+        let times: Vec<u64> = (0..100)
+            .chain([95, 3, 50, 20, 19, 89, 0, 60, 35, 34])
+            .collect();
+        for t in times {
+            assert_eq!(s.find(t), bisect(t), "t = {t}");
+        }
+        let mut none = StepOf { bounds: &[], at: 0 };
+        assert_eq!(none.find(5), None);
+    }
 
     /// Distinct executables per step, whether launches come in time order or not, with
     /// summaries of executables a step also launched.
