@@ -219,28 +219,39 @@ fn verdict(ok: bool) -> &'static str {
 }
 
 fn main() {
-    let n: u64 = std::env::var("TPUSCOPE_BENCH_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
-    eprintln!("generating a {n}-event trace…");
-    let bytes = generate(n);
-    if let Ok(p) = std::env::var("TPUSCOPE_BENCH_WRITE") {
-        // For looking at the same trace in the window: `tpuscope view $TPUSCOPE_BENCH_WRITE`.
-        ok(std::fs::write(&p, &bytes));
-        eprintln!("wrote {p}");
-    }
-    let trace_events = ok(read_trace(&bytes)).events.len();
-    println!(
-        "trace: {trace_events} events, {:.1} MB",
-        bytes.len() as f64 / 1e6
-    );
-
     // Bytes → first frame, with the analysis on its thread (what the window does).
     let ctx = egui::Context::default();
     tpuscope_gui::app::install_fonts(&ctx);
-    let t0 = Instant::now();
-    let src = Source::from_bytes("bench.tps", &bytes);
+    let (t0, src) = if let Ok(p) = std::env::var("TPUSCOPE_BENCH_TRACE") {
+        // A trace file, read as `tpuscope view` reads it (folded as it streams by).
+        let path = std::path::PathBuf::from(p);
+        let mb = std::fs::metadata(&path).map_or(0.0, |m| m.len() as f64 / 1e6);
+        println!("trace: {} ({mb:.1} MB)", path.display());
+        let t0 = Instant::now();
+        (t0, Source::open(&path, false))
+    } else {
+        let n: u64 = std::env::var("TPUSCOPE_BENCH_EVENTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000);
+        eprintln!("generating a {n}-event trace…");
+        let bytes = generate(n);
+        if let Ok(p) = std::env::var("TPUSCOPE_BENCH_WRITE") {
+            // For looking at the same trace in the window: `tpuscope view $TPUSCOPE_BENCH_WRITE`.
+            ok(std::fs::write(&p, &bytes));
+            eprintln!("wrote {p}");
+        }
+        let trace_events = ok(read_trace(&bytes)).events.len();
+        println!(
+            "trace: {trace_events} events, {:.1} MB",
+            bytes.len() as f64 / 1e6
+        );
+        let t0 = Instant::now();
+        (t0, Source::from_bytes("bench.tps", &bytes))
+    };
+    if let Some(e) = &src.error {
+        panic!("{e}");
+    }
     let t_read = t0.elapsed();
     let mut app = App::new(vec![src], Tab::Timeline, true);
     let t_lanes = t0.elapsed();
