@@ -6,7 +6,7 @@
 //!
 //! `cargo bench -p tpuscope-gui --bench frame` (plain `harness = false` main). `TPUSCOPE_BENCH_EVENTS`
 //! sets the number of events (default 1 000 000), `TPUSCOPE_BENCH_WRITE=FILE` also writes the
-//! trace there. Targets (issue 5): first frame < 1 s, ≤ 16 ms of
+//! trace there; `TPUSCOPE_BENCH_TRACE=FILE` opens that trace file instead, as `tpuscope view` does. Targets (issue 5): first frame < 1 s, ≤ 16 ms of
 //! CPU per frame while panning.
 
 use std::hint::black_box;
