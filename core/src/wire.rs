@@ -36,8 +36,15 @@ impl<'a> Wire<'a> {
     /// signed values take ten).
     #[inline]
     fn varint(&mut self) -> Option<u64> {
-        // Most varints of a long trace are times (six to eight bytes): read eight bytes as one
-        // word and gather their 7-bit groups at once, instead of a byte at a time.
+        // Small values (threads, devices, counts) take one byte.
+        if let Some((&byte, rest)) = self.b.split_first()
+            && byte < 0x80
+        {
+            self.b = rest;
+            return Some(u64::from(byte));
+        }
+        // Times take six to eight bytes: read eight bytes as one word and gather their 7-bit
+        // groups at once, instead of a byte at a time.
         if let Some(head) = self.b.first_chunk::<8>() {
             let word = u64::from_le_bytes(*head);
             let ends = !word & 0x8080_8080_8080_8080;
