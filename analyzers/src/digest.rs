@@ -27,7 +27,9 @@ pub fn read_stream<R: std::io::Read>(
 ) -> Result<Vec<(Trace, Digest)>, ReadError> {
     let mut builders: Vec<DigestBuilder> = Vec::new();
     let traces = stream.skim_each(DigestBuilder::decodes, |segment, r| {
-        builders.resize_with(builders.len().max(segment + 1), DigestBuilder::default);
+        if builders.len() <= segment {
+            builders.resize_with(segment + 1, DigestBuilder::default);
+        }
         if let Some(b) = builders.get_mut(segment) {
             b.push_skimmed(r);
         }
