@@ -6,7 +6,8 @@
 # MB/s and events/s per CPU second, peak RSS and bytes of RSS per event; then PASS/MISS against
 # the targets: a 10 M-event report in <= 1.0 CPU-s (>= 350 MB/s) and <= 300 MB peak RSS, and
 # peak RSS independent of length (the largest trace within 1.5x of the smallest). A miss is
-# reported, never an error exit. Saved as target/bench/report.txt by scripts/bench.sh.
+# reported, never an error exit. Then, where valgrind is installed, the instructions per event
+# (callgrind) of the smallest trace's report. Saved as target/bench/report.txt by scripts/bench.sh.
 #   scripts/bench/report.sh [EVENTS...]     (default: 1000000 10000000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,4 +49,17 @@ if [ "${#counts[@]}" -gt 1 ]; then
     r = b / a;
     printf "peak RSS at %d events / at %d events: %.2fx  %s <= 1.5x (independent of length)\n", n1, n0, r, (r <= 1.5 ? "PASS" : "MISS")
   }'
+fi
+# Instructions per event of the text report on the smallest trace, counted by callgrind: the
+# same on every run, where CPU seconds on a shared 2-core machine vary by a third between
+# runs (a change of a few percent shows here, not there). Skipped without valgrind.
+if command -v valgrind >/dev/null; then
+  n="${counts[0]}"
+  out="$dir/callgrind.out"
+  ir=$(valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" report "$dir/train-$n.tps" 2>&1 >/dev/null |
+    awk '/Collected :/ { gsub(",", "", $NF); print $NF }')
+  rm -f "$out"
+  awk -v ir="$ir" -v n="$n" 'BEGIN { printf "instructions per event (callgrind, report of %d events): %.0f\n", n, ir / n }'
+else
+  echo "instructions per event: valgrind not installed, not counted"
 fi
