@@ -283,7 +283,9 @@ impl Union {
         m
     }
 
-    /// Length of the union inside `[a, b)`.
+    /// Length of the union inside `[a, b)` (the splits take it as two `upto`s, shared by
+    /// neighbouring steps).
+    #[cfg(test)]
     fn within(&self, a: u64, b: u64) -> u64 {
         if b <= a {
             return 0;
@@ -321,17 +323,36 @@ impl Layers {
         }
     }
 
+    /// Each layer's length before `t`, in the order [`Layers::split_between`] takes them.
+    fn uptos(&self, t: u64) -> [u64; 5] {
+        [
+            self.compiling.upto(t),
+            self.upto_blocked.upto(t),
+            self.upto_busy.upto(t),
+            self.blocked_busy.upto(t),
+            self.blocked_busy_compiling.upto(t),
+        ]
+    }
+
     fn split(&self, a: u64, b: u64) -> TimeSplit {
+        self.split_between(a, b, &self.uptos(a), &self.uptos(b))
+    }
+
+    /// [`Layers::split`] from the layers' lengths before `a` and before `b` (steps that follow
+    /// one another share the lengths at their common boundary: found once).
+    fn split_between(&self, a: u64, b: u64, at_a: &[u64; 5], at_b: &[u64; 5]) -> TimeSplit {
         let ms = |ns: u64| ns as f64 / 1e6;
         let wall = b.saturating_sub(a);
-        let c = self.compiling.within(a, b);
-        let cb = self.upto_blocked.within(a, b);
-        let cbd = self.upto_busy.within(a, b);
+        let within = |k: usize| {
+            if b <= a {
+                0
+            } else {
+                at_b[k].saturating_sub(at_a[k])
+            }
+        };
+        let (c, cb, cbd) = (within(0), within(1), within(2));
         // Blocked time while a device ran, outside compiles.
-        let blocked_on_device = self
-            .blocked_busy
-            .within(a, b)
-            .saturating_sub(self.blocked_busy_compiling.within(a, b));
+        let blocked_on_device = within(3).saturating_sub(within(4));
         let rest = wall.saturating_sub(cbd);
         TimeSplit {
             wall_ms: ms(wall),
@@ -439,15 +460,25 @@ pub fn run_breakdown(
         .collect()
     });
     let first_steady = steps.steps.len() - steps.steady().len();
+    // A step usually starts where the one before ended: the layers' lengths there are found once.
+    let mut at_end: Option<(u64, [u64; 5])> = None;
     let step_splits: Vec<StepSplit> = steps
         .steps
         .iter()
         .enumerate()
-        .map(|(i, s)| StepSplit {
-            number: s.number,
-            t_ms: s.start_ns.saturating_sub(start) as f64 / 1e6,
-            steady: i >= first_steady,
-            split: layers.split(s.start_ns, s.end_ns),
+        .map(|(i, s)| {
+            let at_start = match at_end {
+                Some((t, u)) if t == s.start_ns => u,
+                _ => layers.uptos(s.start_ns),
+            };
+            let at_stop = layers.uptos(s.end_ns);
+            at_end = Some((s.end_ns, at_stop));
+            StepSplit {
+                number: s.number,
+                t_ms: s.start_ns.saturating_sub(start) as f64 / 1e6,
+                steady: i >= first_steady,
+                split: layers.split_between(s.start_ns, s.end_ns, &at_start, &at_stop),
+            }
         })
         .collect();
     let mut steady_ms: Vec<f64> = step_splits
