@@ -93,9 +93,29 @@ pub fn compiles(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
         (first != u64::MAX).then_some(first)
     };
     let mut decoded: HashMap<(u64, u64), Option<Arc<Program>>> = HashMap::new();
+    // What a compile's stack says, once per stack (a long run compiles from a few sites, and
+    // each question walks the stack's frames classifying their files).
+    type StackFacts = (
+        Option<SourceLoc>,
+        Option<Origin>,
+        Option<SourceLoc>,
+        Option<SourceLoc>,
+    );
+    let mut by_stack: rustc_hash::FxHashMap<u32, StackFacts> = rustc_hash::FxHashMap::default();
     let mut out = Vec::new();
     for (event, r) in d.others() {
         let Record::Compile(c) = r else { continue };
+        let (caller, stack_origin, user, library) = by_stack
+            .entry(c.stack)
+            .or_insert_with(|| {
+                (
+                    outside_frame(trace, c.stack),
+                    origin_of_stack(trace, c.stack),
+                    user_frame(trace, c.stack),
+                    library_frame(trace, c.stack),
+                )
+            })
+            .clone();
         let program = decoded
             .entry((c.program_hash, c.optimized_hash))
             .or_insert_with(|| {
@@ -117,8 +137,7 @@ pub fn compiles(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
             (Some(p), "hlo" | "hlo_with_config") => p.exact_key,
             _ => c.program_hash,
         };
-        let caller = outside_frame(trace, c.stack);
-        let origin = match origin_of_stack(trace, c.stack) {
+        let origin = match stack_origin {
             Some(Origin::Graph)
                 if caller.is_some()
                     && program.as_ref().and_then(|p| p.body_frame.as_ref()) == caller.as_ref() =>
@@ -144,13 +163,12 @@ pub fn compiles(trace: &Trace, d: &Digest, run: usize) -> Vec<CompileView> {
             options_hash: c.options_hash,
             executable_id: c.executable_id,
             stack: c.stack,
-            source: user_frame(trace, c.stack)
-                .or_else(|| program.as_ref().and_then(|p| p.call_site.clone())),
+            source: user.or_else(|| program.as_ref().and_then(|p| p.call_site.clone())),
             failed: c.error.is_some(),
             program,
             same_program_key,
             origin,
-            library: library_frame(trace, c.stack),
+            library,
             before_attach: false,
         });
     }
