@@ -91,7 +91,18 @@ impl<R: Read> FrameReader<R> {
 
     /// Reads until the buffer reaches stream offset `to` or the input ends. Reads ahead by up to
     /// [`READ_CHUNK`] when the source has it (a FIFO returns what it holds, never waits for it).
+    #[inline]
     fn fill_to(&mut self, to: u64) -> io::Result<()> {
+        // Called three times a frame, and almost always the bytes are there already.
+        if self.eof || self.end() >= to {
+            return Ok(());
+        }
+        self.read_to(to)
+    }
+
+    /// [`FrameReader::fill_to`] when bytes are missing.
+    #[inline(never)]
+    fn read_to(&mut self, to: u64) -> io::Result<()> {
         while !self.eof && self.end() < to {
             let need = usize::try_from(to - self.end()).unwrap_or(usize::MAX);
             // Grow by what is needed, at most 8 chunks at a time: an announced length is only
