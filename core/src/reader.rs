@@ -614,19 +614,22 @@ impl Assembler {
                 if !self.keep_events && !absorbs(kind) && !(self.decode)(kind) {
                     return Fed::Raw(kind, f.payload);
                 }
-                match Record::decode_payload(kind, f.payload) {
-                    Ok(r) => match absorb(&mut self.trace, r) {
-                        Some(event) if self.keep_events => {
-                            self.trace.events.push(event);
-                            Fed::Nothing
-                        }
-                        Some(event) => Fed::Event(event),
-                        None => Fed::Nothing,
-                    },
+                // Most records are events: handed on without a look at the tables.
+                let event = match Record::decode_payload(kind, f.payload) {
+                    Ok(r) if absorbs(kind) => absorb(&mut self.trace, r),
+                    Ok(r) => Some(r),
                     Err(_) => {
                         self.trace.undecodable_records += 1;
+                        return Fed::Nothing;
+                    }
+                };
+                match event {
+                    Some(event) if self.keep_events => {
+                        self.trace.events.push(event);
                         Fed::Nothing
                     }
+                    Some(event) => Fed::Event(event),
+                    None => Fed::Nothing,
                 }
             }
             FrameItem::Damage(d) => {
