@@ -114,10 +114,10 @@ fn rss_growth(w: &Busy) -> u64 {
     peak - first
 }
 
-#[test]
-fn sixteen_viewers_that_never_read_cost_the_workload_at_most_the_stated_bound() {
-    // Two runs side by side, one with 16 viewers that connect and never read; both loops run
-    // 20 s, long enough for a queue per viewer to have grown by hundreds of MiB.
+/// One round: two runs side by side, one with 16 viewers that connect and never read; both
+/// loops run 20 s, long enough for a queue per viewer to have grown by hundreds of MiB. The RSS
+/// growth (KiB) of the run without viewers and of the one with them.
+fn idle_viewers_round() -> (u64, u64) {
     let xdg = tempfile::tempdir().unwrap();
     let mut plain = Busy::start(xdg.path(), 20);
     let mut watched = Busy::start(xdg.path(), 20);
@@ -145,17 +145,31 @@ fn sixteen_viewers_that_never_read_cost_the_workload_at_most_the_stated_bound() 
     drop(idle);
     plain.finish();
     watched.finish();
+    (plain_kib, watched_kib)
+}
+
+#[test]
+fn sixteen_viewers_that_never_read_cost_the_workload_at_most_the_stated_bound() {
     let bound_kib = (tpuscope_collector::live::ALL_VIEWERS_BYTES >> 10) as u64;
     // A process's RSS moves by a few 2 MiB huge pages of the allocator's arenas on its own
-    // (measured: up to 6 MiB either way over a 20 s loop, viewers or not); the failure this
-    // catches was hundreds of MiB.
+    // (measured: up to 6 MiB either way over a 20 s loop, viewers or not, and once 9.6 MiB
+    // with viewers against 0 without, in a full suite on 2 busy cores); the failure this
+    // catches was hundreds of MiB. Two processes' RSS are compared, so a round over the
+    // bound is run again: a cost the viewers cause shows in every round, noise seldom twice.
     let noise_kib = 8 << 10;
-    eprintln!(
-        "RSS growth over the loop: {plain_kib} KiB without viewers, {watched_kib} KiB with 16 idle ones (bound {bound_kib} KiB + {noise_kib} KiB noise)"
-    );
-    assert!(
-        watched_kib <= plain_kib + bound_kib + noise_kib,
-        "16 idle viewers grew the workload by {watched_kib} KiB against {plain_kib} KiB without"
+    let mut rounds = Vec::new();
+    for _ in 0..2 {
+        let (plain_kib, watched_kib) = idle_viewers_round();
+        eprintln!(
+            "RSS growth over the loop: {plain_kib} KiB without viewers, {watched_kib} KiB with 16 idle ones (bound {bound_kib} KiB + {noise_kib} KiB noise)"
+        );
+        rounds.push((plain_kib, watched_kib));
+        if watched_kib <= plain_kib + bound_kib + noise_kib {
+            return;
+        }
+    }
+    panic!(
+        "16 idle viewers grew the workload beyond the bound in every round (KiB without, with): {rounds:?}"
     );
 }
 
