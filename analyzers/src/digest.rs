@@ -575,21 +575,15 @@ mod tests {
 
     #[test]
     fn sorted_lists_merge_as_their_spans_sorted_would() {
-        // Pseudo-random spans, some empty, touching or nested, in three lists sorted by start.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for _ in 0..50 {
-            let lists: Vec<Vec<(u64, u64)>> = (0..3)
-                .map(|_| {
-                    let mut l: Vec<(u64, u64)> = (0..next() % 40)
-                        .map(|_| {
-                            let a = next() % 1000;
-                            (a, a + next() % 30)
+        // Scrambled spans (strides coprime to 1000), some empty, touching or nested, in three
+        // lists sorted by start, of lengths that differ from round to round.
+        for round in 0..50u64 {
+            let lists: Vec<Vec<(u64, u64)>> = (0..3u64)
+                .map(|k| {
+                    let mut l: Vec<(u64, u64)> = (0..(round * 7 + k * 13) % 40)
+                        .map(|i| {
+                            let a = (i * 7919 + k * 104_729 + round * 31) % 1000;
+                            (a, a + (i * 31 + k * 7 + round) % 30)
                         })
                         .collect();
                     l.sort_unstable();

@@ -561,10 +561,7 @@ mod tests {
             let i = bounds.partition_point(|b| b.1 <= t);
             bounds.get(i).filter(|b| b.0 <= t).map(|_| i)
         };
-        let mut s = StepOf {
-            bounds: &bounds,
-            at: 0,
-        };
+        let mut s = StepOf::new(&bounds);
         // In order, with gaps and ends, then back and forth.
         let times: Vec<u64> = (0..100)
             .chain([95, 3, 50, 20, 19, 89, 0, 60, 35, 34])
@@ -572,7 +569,7 @@ mod tests {
         for t in times {
             assert_eq!(s.find(t), bisect(t), "t = {t}");
         }
-        let mut none = StepOf { bounds: &[], at: 0 };
+        let mut none = StepOf::new(&[]);
         assert_eq!(none.find(5), None);
     }
 
