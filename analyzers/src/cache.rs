@@ -64,8 +64,13 @@ pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool)
         let mut attempts = 0;
         // Executes in file order among the summaries (a summary's first launch counts once).
         let mut launches = d.launches().peekable();
-        let reuse =
-            |launched: &mut rustc_hash::FxHashSet<u64>, id: u64| u64::from(!launched.insert(id));
+        // The executable launched last: launched before (runs of one executable are common).
+        let mut last = None;
+        let mut reuse = |launched: &mut rustc_hash::FxHashSet<u64>, id: u64| {
+            let again = last == Some(id) || !launched.insert(id);
+            last = Some(id);
+            u64::from(again)
+        };
         for (i, r) in d.others() {
             while let Some(e) = launches.next_if(|e| (e.event as usize) < i) {
                 out.in_memory_reuse += reuse(&mut launched, e.executable_id);

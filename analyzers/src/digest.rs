@@ -174,7 +174,12 @@ impl Digest {
             .zip(self.batch_shape.iter().copied())
     }
 
-    fn batch(&mut self, t_ns: u64, shape: u32) {
+    /// How many batches [`Digest::batches`] gives.
+    pub(crate) fn batch_count(&self) -> usize {
+        self.batch_t.len()
+    }
+
+    pub(crate) fn batch(&mut self, t_ns: u64, shape: u32) {
         self.batch_t.push(t_ns);
         self.batch_shape.push(shape);
     }
@@ -529,6 +534,41 @@ impl SpanUnion {
 pub(crate) fn merged_sorted(lists: &[&[(u64, u64)]]) -> Vec<(u64, u64)> {
     use std::cmp::Reverse;
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(lists.iter().map(|l| l.len()).sum());
+    let push = |out: &mut Vec<(u64, u64)>, s: (u64, u64)| {
+        if s.1 <= s.0 {
+            return;
+        }
+        match out.last_mut() {
+            Some(kept) if s.0 <= kept.1 => kept.1 = kept.1.max(s.1),
+            _ => out.push(s),
+        }
+    };
+    // One or two lists (a device, or busy and blocked time): walked side by side.
+    if lists.len() <= 2 {
+        let (a, b) = (lists.first().copied(), lists.get(1).copied());
+        let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());
+        let (mut i, mut j) = (0, 0);
+        loop {
+            let s = match (a.get(i), b.get(j)) {
+                (Some(&x), Some(&y)) if y < x => {
+                    j += 1;
+                    y
+                }
+                (Some(&x), _) => {
+                    i += 1;
+                    x
+                }
+                (None, Some(&y)) => {
+                    j += 1;
+                    y
+                }
+                (None, None) => break,
+            };
+            push(&mut out, s);
+        }
+        out.shrink_to_fit();
+        return out;
+    }
     // The next span of each list, earliest first: (span, list, place in it).
     type Head = Reverse<((u64, u64), usize, usize)>;
     let mut heads: std::collections::BinaryHeap<Head> = lists
@@ -540,13 +580,7 @@ pub(crate) fn merged_sorted(lists: &[&[(u64, u64)]]) -> Vec<(u64, u64)> {
         if let Some(&next) = lists.get(k).and_then(|l| l.get(i + 1)) {
             heads.push(Reverse((next, k, i + 1)));
         }
-        if s.1 <= s.0 {
-            continue;
-        }
-        match out.last_mut() {
-            Some(kept) if s.0 <= kept.1 => kept.1 = kept.1.max(s.1),
-            _ => out.push(s),
-        }
+        push(&mut out, s);
     }
     out.shrink_to_fit();
     out
@@ -590,9 +624,12 @@ mod tests {
                     l
                 })
                 .collect();
-            let refs: Vec<&[(u64, u64)]> = lists.iter().map(Vec::as_slice).collect();
-            let all: Vec<(u64, u64)> = lists.iter().flatten().copied().collect();
-            assert_eq!(merged_sorted(&refs), merged(all), "{lists:?}");
+            // One and two lists take another path than three.
+            for n in 1..=3 {
+                let refs: Vec<&[(u64, u64)]> = lists.iter().take(n).map(Vec::as_slice).collect();
+                let all: Vec<(u64, u64)> = lists.iter().take(n).flatten().copied().collect();
+                assert_eq!(merged_sorted(&refs), merged(all), "{lists:?}");
+            }
         }
         assert!(merged_sorted(&[]).is_empty());
     }

@@ -95,7 +95,7 @@ impl MemorySeries {
 #[derive(Clone, Debug, Default)]
 pub struct SeriesFold {
     /// By (device, origin): the series (of run 0) and each sample's place among the events.
-    by_origin: BTreeMap<(i32, i32), (MemorySeries, Vec<u32>)>,
+    pub(crate) by_origin: BTreeMap<(i32, i32), (MemorySeries, Vec<u32>)>,
 }
 
 impl SeriesFold {
@@ -184,12 +184,21 @@ pub fn devices(d: &Digest, run: usize, steps: &Steps) -> Vec<DeviceMemory> {
 fn summarize(s: &MemorySeries, steps: &Steps) -> DeviceMemory {
     let samples = &s.samples;
     let peak = s.peak();
+    // The samples up to each step's end: steps come in time order, so the count walks on from
+    // the step before (searched afresh where a step ends earlier).
+    let (mut upto, mut end) = (0, 0);
     let at_step_end: Vec<f64> = steps
         .steps
         .iter()
         .filter_map(|st| {
-            let i = samples.partition_point(|x| x.t_ns <= st.end_ns);
-            i.checked_sub(1).map(|i| samples[i].peak as f64)
+            if st.end_ns < end {
+                upto = samples.partition_point(|x| x.t_ns <= st.end_ns);
+            }
+            end = st.end_ns;
+            while samples.get(upto).is_some_and(|x| x.t_ns <= end) {
+                upto += 1;
+            }
+            upto.checked_sub(1).map(|i| samples[i].peak as f64)
         })
         .collect();
     DeviceMemory {

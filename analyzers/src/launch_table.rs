@@ -59,6 +59,20 @@ impl<T: Clone> Column<T> {
         self.chunks.is_empty() && self.tail.is_empty()
     }
 
+    /// Appends `values` in order, a chunk at a time (what pushing each would leave).
+    pub fn extend_from_slice(&mut self, mut values: &[T]) {
+        while !values.is_empty() {
+            if self.tail.len() == CHUNK {
+                let full = std::mem::replace(&mut self.tail, Vec::with_capacity(CHUNK));
+                self.chunks.push(Arc::new(full));
+            }
+            let room = CHUNK - self.tail.len();
+            let (now, rest) = values.split_at(room.min(values.len()));
+            self.tail.extend_from_slice(now);
+            values = rest;
+        }
+    }
+
     pub fn get(&self, i: usize) -> Option<&T> {
         let c = i >> CHUNK_BITS;
         match self.chunks.get(c) {
@@ -103,6 +117,32 @@ impl<T: Clone> Column<T> {
             .iter()
             .flat_map(|c| c.iter())
             .chain(self.tail.iter())
+    }
+}
+
+/// Little-endian words read off the front of bytes ([`Launches::from_raw`]).
+struct Raw<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Raw<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.b.split_at_checked(n)?;
+        self.b = rest;
+        Some(head)
+    }
+
+    fn u64s(&mut self, n: usize) -> Option<Vec<u64>> {
+        let bytes = self.take(n.checked_mul(8)?)?;
+        bytes
+            .chunks_exact(8)
+            .map(|c| c.try_into().ok().map(u64::from_le_bytes))
+            .collect()
+    }
+
+    fn len(&mut self) -> Option<usize> {
+        let v = self.u64s(1)?;
+        usize::try_from(*v.first()?).ok()
     }
 }
 
@@ -226,6 +266,97 @@ impl Launches {
     /// A completion at `t_ns` of launch `i` (the first in file order stays its first): the
     /// launch's dispatch time, and whether its devices' busy time counts it (it succeeded and
     /// asked for completions). Works on the launch's words: this runs for every completion.
+    /// How many bytes [`Launches::write_raw`] writes.
+    pub(crate) fn raw_len(&self) -> usize {
+        let sides = self.wide_dur.len() + self.wide_exe.len();
+        8 * (5 + self.len() + self.exes.len() + 2 * sides + 3 * self.wide_done.len())
+            + 20 * self.len()
+    }
+
+    /// The table as it lies in memory, little-endian, handed to `put` a piece at a time (for
+    /// a saved digest, read back by this same build: [`Launches::from_raw`]).
+    pub(crate) fn write_raw(&self, put: &mut dyn FnMut(&[u8])) {
+        let mut word = |v: u64| put(&v.to_le_bytes());
+        word(self.len() as u64);
+        self.t_ns.iter().for_each(|&t| word(t));
+        word(self.exes.len() as u64);
+        self.exes.iter().for_each(|&e| word(e));
+        for side in [&self.wide_dur, &self.wide_exe] {
+            let mut kv: Vec<_> = side.iter().collect();
+            kv.sort_unstable();
+            word(kv.len() as u64);
+            for (&k, &v) in kv {
+                word(u64::from(k));
+                word(v);
+            }
+        }
+        let mut done: Vec<_> = self.wide_done.iter().collect();
+        done.sort_unstable_by_key(|(k, _)| **k);
+        word(done.len() as u64);
+        for (&k, d) in done {
+            word(u64::from(k));
+            word(d.first_ns().unwrap_or(u64::MAX));
+            word(d.last_ns().unwrap_or(u64::MAX));
+        }
+        let mut w20 = [0u8; 20];
+        for w in self.words.iter() {
+            for (bytes, x) in w20.chunks_exact_mut(4).zip(w) {
+                bytes.copy_from_slice(&x.to_le_bytes());
+            }
+            put(&w20);
+        }
+    }
+
+    /// [`Launches::write_raw`] into memory.
+    #[cfg(test)]
+    fn to_raw(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.raw_len());
+        self.write_raw(&mut |b| out.extend_from_slice(b));
+        out
+    }
+
+    /// What [`Launches::to_raw`] wrote; `None` for other bytes.
+    pub(crate) fn from_raw(b: &[u8]) -> Option<Launches> {
+        let mut r = Raw { b };
+        let mut t = Launches::default();
+        let n = r.len()?;
+        for piece in r.take(n.checked_mul(8)?)?.chunks(CHUNK * 8) {
+            let times = Raw { b: piece }.u64s(piece.len() / 8)?;
+            t.t_ns.extend_from_slice(&times);
+        }
+        let e = r.len()?;
+        t.exes = r.u64s(e)?;
+        for (k, &id) in t.exes.iter().enumerate() {
+            t.exe_index.insert(id, u32::try_from(k).ok()?);
+        }
+        for side in [&mut t.wide_dur, &mut t.wide_exe] {
+            let m = r.len()?;
+            for pair in r.u64s(m.checked_mul(2)?)?.chunks_exact(2) {
+                side.insert(u32::try_from(pair[0]).ok()?, pair[1]);
+            }
+        }
+        let m = r.len()?;
+        for x in r.u64s(m.checked_mul(3)?)?.chunks_exact(3) {
+            let d = match x[1] {
+                u64::MAX => Done::NONE,
+                first => Done::new(first, x[2]),
+            };
+            t.wide_done.insert(u32::try_from(x[0]).ok()?, d);
+        }
+        for piece in r.take(n.checked_mul(20)?)?.chunks(CHUNK * 20) {
+            let mut words: Vec<Words> = Vec::with_capacity(piece.len() / 20);
+            for c in piece.chunks_exact(20) {
+                let mut w: Words = [0; 5];
+                for (x, bytes) in w.iter_mut().zip(c.chunks_exact(4)) {
+                    *x = u32::from_le_bytes(bytes.try_into().ok()?);
+                }
+                words.push(w);
+            }
+            t.words.extend_from_slice(&words);
+        }
+        r.b.is_empty().then_some(t)
+    }
+
     pub(crate) fn complete(&mut self, i: u32, t_ns: u64) -> Option<(u64, bool)> {
         let at = i as usize;
         let dispatch = *self.t_ns.get(at)?;
@@ -322,6 +453,28 @@ mod tests {
             t.iter_rev()
                 .eq(t.iter().collect::<Vec<_>>().into_iter().rev())
         );
+        // Saved as it lies and read back: every value, the side tables' too.
+        let raw = t.to_raw();
+        let back = Launches::from_raw(&raw).expect("reads back");
+        assert!(back.iter().eq(t.iter()));
+        assert_eq!(back.to_raw(), raw);
+        assert_eq!(raw.len(), t.raw_len());
+        assert!(Launches::from_raw(&raw[..raw.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn a_column_extended_by_a_slice_is_the_column_pushed_value_by_value() {
+        let values: Vec<u64> = (0..(2 * CHUNK + 5) as u64).collect();
+        let mut pushed = Column::default();
+        values.iter().for_each(|&v| pushed.push(v));
+        let mut extended = Column::default();
+        extended.push(7);
+        extended.extend_from_slice(&values[1..10]);
+        extended.extend_from_slice(&values[10..CHUNK + 3]);
+        extended.extend_from_slice(&values[CHUNK + 3..]);
+        extended.set(0, 0);
+        assert!(extended.iter().eq(pushed.iter()));
+        assert_eq!(extended.len(), pushed.len());
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod phases;
 pub mod present;
 pub mod program;
 pub mod report;
+pub mod saved;
 pub mod source;
 pub mod steps;
 pub mod suggest;

@@ -80,7 +80,7 @@ pub fn agent_dir() -> Result<PathBuf> {
 }
 
 /// Content hash naming an unpacked directory, so each version unpacks once.
-fn fnv1a(files: &[(&str, &[u8])]) -> u64 {
+pub(crate) fn fnv1a(files: &[(&str, &[u8])]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for (name, data) in files {
         for b in name.as_bytes().iter().chain(data.iter()) {

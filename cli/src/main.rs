@@ -2,6 +2,7 @@
 
 mod attach;
 mod child;
+mod digest_cache;
 mod doctor;
 mod dump;
 mod env_cmd;

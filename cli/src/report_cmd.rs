@@ -223,8 +223,19 @@ pub fn print_warnings(rep: &Report) {
 }
 
 /// Each segment's tables (no events) and the digest of its events, read as they stream by: the
-/// events are never held. The hosts of a merged file are read on all cores.
+/// events are never held. The hosts of a merged file are read on all cores. A long trace read
+/// before comes from the cache of reads (`digest_cache`), and goes into it when read.
 pub(crate) fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)> {
+    if let Some(read) = crate::digest_cache::load(path) {
+        return Ok(read.into_iter().unzip());
+    }
+    let before = crate::digest_cache::stamp_of(path);
+    let read = read_uncached(path)?;
+    crate::digest_cache::store(path, before, &read);
+    Ok(read.into_iter().unzip())
+}
+
+fn read_uncached(path: &Path) -> Result<Vec<(tpuscope_core::Trace, Digest)>> {
     use tpuscope_analyzers::digest::DigestBuilder;
     let read_error = |e| crate::dump::read_error(path, e);
     if let Some(ranges) = tpuscope_core::stream::segment_ranges(path).map_err(read_error)? {
@@ -240,12 +251,11 @@ pub(crate) fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, V
         .map_err(read_error)?;
         // Damage a segment read alone cannot resync past: read in one pass below.
         if let Some(read) = read {
-            return Ok(read.into_iter().map(|(t, b)| b.finish_for(t)).unzip());
+            return Ok(read.into_iter().map(|(t, b)| b.finish_for(t)).collect());
         }
     }
     let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
-    let read = tpuscope_analyzers::digest::read_stream(stream).map_err(read_error)?;
-    Ok(read.into_iter().unzip())
+    tpuscope_analyzers::digest::read_stream(stream).map_err(read_error)
 }
 
 fn read_baseline(path: &Path) -> Result<serde_json::Value> {

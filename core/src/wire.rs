@@ -19,6 +19,16 @@ struct Wire<'a> {
     b: &'a [u8],
 }
 
+/// A varint from the front of `b` (prost's rule, read as the records' fields are), `b` moved
+/// past it.
+#[inline(always)]
+pub fn take_varint(b: &mut &[u8]) -> Option<u64> {
+    let mut w = Wire { b };
+    let v = w.varint();
+    *b = w.b;
+    v
+}
+
 impl<'a> Wire<'a> {
     /// The next field's (tag, wire type); `None` at the end. A key over one byte (tags above
     /// 15) or tag 0 stops the fast path: `Some(None)`.

@@ -8,6 +8,8 @@
 # never an error exit. Saved as target/bench/pod.txt by scripts/bench.sh.
 #   scripts/bench/pod.sh [HOSTS [EVENTS]]     (default: 16 1000000)
 set -euo pipefail
+# Every report here reads its trace: a second one must not find the first's cache.
+export TPUSCOPE_DIGEST_CACHE=0
 cd "$(dirname "$0")/../.."
 hosts="${1:-16}"
 n="${2:-1000000}"

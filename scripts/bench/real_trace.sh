@@ -10,6 +10,8 @@
 # Needs the JAX env (scripts/setup-envs.sh jax). Saved as target/bench/real.txt by scripts/bench.sh.
 #   scripts/bench/real_trace.sh [SECONDS]
 set -euo pipefail
+# Every report here reads its trace: a second one must not find the first's cache.
+export TPUSCOPE_DIGEST_CACHE=0
 cd "$(dirname "$0")/../.."
 secs="${1:-180}"
 [[ "$secs" =~ ^[0-9]+$ ]] || { echo "bench: SECONDS must be a whole number, not '$secs'" >&2; exit 2; }

@@ -1,0 +1,211 @@
+//! The cache of read traces: a long trace's tables and digest (`analyzers::saved`), kept under
+//! `~/.cache/tpuscope/digests` so that a second `report`, `whatif` or `attach --snapshot` of
+//! the same file skips reading it (the read is three quarters of a report's cost).
+//!
+//! A cache file is named for the trace's path and file, and holds the trace's device, inode,
+//! length, change and modification times and this binary's own (another build may digest
+//! differently): any difference, a cut or changed cache file, and the trace is read again. It is
+//! written only for traces of at least `TPUSCOPE_DIGEST_CACHE_MIN_MB` (32) that no one is
+//! writing (an end record, or unchanged for a minute, and unchanged while it was read), through
+//! a temporary file renamed into place; the oldest are removed past `TPUSCOPE_DIGEST_CACHE_MB`
+//! (2048) in all. `TPUSCOPE_DIGEST_CACHE=0` turns it off. A cache that cannot be read or
+//! written is no error: the trace is read as without one.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use tpuscope_analyzers::digest::Digest;
+use tpuscope_core::{Completeness, Trace};
+
+const MAGIC: &[u8; 16] = b"tpuscope-digest\n";
+const STAMP_WORDS: usize = 12;
+const HEAD_LEN: usize = MAGIC.len() + STAMP_WORDS * 8;
+/// A trace written to within this long may still be growing: not cached without its end.
+const SETTLED: Duration = Duration::from_secs(60);
+const SUFFIX: &str = ".digest";
+
+/// The trace's read from the cache, when one for this very file (and this binary) is there.
+pub(crate) fn load(path: &Path) -> Option<Vec<(Trace, Digest)>> {
+    let settings = Settings::from_env()?;
+    let (file, stamp) = entry(path, &settings)?;
+    let mut f = std::fs::File::open(&file).ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.len() > settings.cap_bytes {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
+    f.read_to_end(&mut bytes).ok()?;
+    let (head, body) = bytes.split_at_checked(HEAD_LEN)?;
+    if head != header(&stamp) {
+        return None;
+    }
+    let read = tpuscope_analyzers::saved::decode(body)?;
+    // Used: the last to go when the cache is trimmed.
+    let _ = f.set_modified(SystemTime::now());
+    Some(read)
+}
+
+/// Keeps `read`, the trace at `path` as read now, when it is worth keeping; `before` is the
+/// trace's stamp taken before it was read (a file that changed meanwhile is not kept).
+pub(crate) fn store(path: &Path, before: Option<[u64; STAMP_WORDS]>, read: &[(Trace, Digest)]) {
+    let Some(settings) = Settings::from_env() else {
+        return;
+    };
+    let Some((file, stamp)) = entry(path, &settings) else {
+        return;
+    };
+    if before != Some(stamp) || read.is_empty() {
+        return;
+    }
+    let ended = read
+        .iter()
+        .all(|(t, _)| matches!(t.completeness, Completeness::Complete));
+    let settled = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .is_some_and(|age| age >= SETTLED);
+    if !(ended || settled) {
+        return;
+    }
+    // Best effort: a cache that cannot be written leaves the report as it is.
+    let written = write_new(&file, settings.cap_bytes / 2, |f| {
+        f.write_all(&header(&stamp))?;
+        tpuscope_analyzers::saved::write(read, f)
+    });
+    if written.is_ok() {
+        trim(&settings, &file);
+    }
+}
+
+/// The stamp `store` compares: taken before the read.
+pub(crate) fn stamp_of(path: &Path) -> Option<[u64; STAMP_WORDS]> {
+    let settings = Settings::from_env()?;
+    entry(path, &settings).map(|(_, s)| s)
+}
+
+struct Settings {
+    dir: PathBuf,
+    min_bytes: u64,
+    cap_bytes: u64,
+}
+
+impl Settings {
+    /// `None` when the cache is off.
+    fn from_env() -> Option<Settings> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        if var("TPUSCOPE_DIGEST_CACHE").is_some_and(|v| matches!(v.trim(), "0" | "off" | "no")) {
+            return None;
+        }
+        let mb = |name: &str, default: u64| {
+            var(name)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(default)
+                .saturating_mul(1 << 20)
+        };
+        Some(Settings {
+            dir: crate::locate::cache_dir().join("digests"),
+            min_bytes: mb("TPUSCOPE_DIGEST_CACHE_MIN_MB", 32),
+            cap_bytes: mb("TPUSCOPE_DIGEST_CACHE_MB", 2048),
+        })
+    }
+}
+
+/// The cache file for the trace at `path` and what it must say of the trace and this binary;
+/// `None` for a trace too small to cache, or what is not a regular file.
+fn entry(path: &Path, settings: &Settings) -> Option<(PathBuf, [u64; STAMP_WORDS])> {
+    let m = std::fs::metadata(path).ok()?;
+    if !m.is_file() || m.len() < settings.min_bytes {
+        return None;
+    }
+    let exe = std::fs::metadata("/proc/self/exe").ok()?;
+    let stamp = [
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.mtime() as u64,
+        m.mtime_nsec() as u64,
+        m.ctime() as u64,
+        m.ctime_nsec() as u64,
+        exe.dev(),
+        exe.ino(),
+        exe.len(),
+        exe.mtime() as u64,
+        exe.mtime_nsec() as u64,
+    ];
+    let canonical = std::fs::canonicalize(path).ok()?;
+    let mut key = canonical.as_os_str().as_encoded_bytes().to_vec();
+    key.extend_from_slice(&m.dev().to_le_bytes());
+    key.extend_from_slice(&m.ino().to_le_bytes());
+    let name = format!("{:016x}{SUFFIX}", crate::locate::fnv1a(&[("", &key)]));
+    Some((settings.dir.join(name), stamp))
+}
+
+fn header(stamp: &[u64; STAMP_WORDS]) -> Vec<u8> {
+    let mut h = Vec::with_capacity(HEAD_LEN);
+    h.extend_from_slice(MAGIC);
+    stamp
+        .iter()
+        .for_each(|w| h.extend_from_slice(&w.to_le_bytes()));
+    h
+}
+
+/// Writes `file` with `write` through a temporary file renamed over it, unless it came out
+/// larger than `max` bytes; `file` is replaced only when it is a regular file (ours) or absent.
+fn write_new(
+    file: &Path,
+    max: u64,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    if std::fs::symlink_metadata(file).is_ok_and(|m| !m.is_file()) {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| {
+            write(&mut f)?;
+            match f.metadata()?.len() {
+                len if len > max => Err(std::io::Error::other("larger than the cache may hold")),
+                _ => Ok(()),
+            }
+        });
+    let renamed = written.and_then(|()| std::fs::rename(&tmp, file));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed
+}
+
+/// Removes the least recently used cache files (never `kept`) while they take more than the cap.
+fn trim(settings: &Settings, kept: &Path) {
+    let Ok(dir) = std::fs::read_dir(&settings.dir) else {
+        return;
+    };
+    let mut files: Vec<(SystemTime, u64, PathBuf)> = dir
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let m = e.path().symlink_metadata().ok()?;
+            let name = e.file_name();
+            let ours = m.is_file() && name.to_string_lossy().ends_with(SUFFIX);
+            ours.then_some((m.modified().ok()?, m.len(), e.path()))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|(_, len, _)| len).sum();
+    files.sort_unstable();
+    for (_, len, path) in files {
+        if total <= settings.cap_bytes {
+            break;
+        }
+        if path != kept && std::fs::remove_file(&path).is_ok() {
+            total = total.saturating_sub(len);
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The cache of read traces (`cli/src/digest_cache.rs`): a second `report` of a long trace reads
+//! the cache and says exactly what the first said; a cache that is damaged, stale or not ours
+//! is never believed nor harmed, and a trace under the size floor or with the cache off leaves
+//! nothing behind. The floor is set to 0 here so that a small real trace stands in for a long one.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{repo_root, show, tpuscope};
+
+fn report(trace: &Path, cache_home: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(tpuscope());
+    c.arg("report")
+        .arg(trace)
+        .args(["--format", "json"])
+        .env("XDG_CACHE_HOME", cache_home)
+        .env("TPUSCOPE_DIGEST_CACHE_MIN_MB", "0")
+        .env_remove("TPUSCOPE_DIGEST_CACHE");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    out
+}
+
+fn cache_files(cache_home: &Path) -> Vec<PathBuf> {
+    let dir = cache_home.join("tpuscope/digests");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// A copy of a real trace in `dir`, so its times and inode are the test's.
+fn trace_in(dir: &Path) -> PathBuf {
+    let trace = dir.join("run.tps");
+    std::fs::copy(repo_root().join("sample_traces/real/jax_lr.tps"), &trace).unwrap();
+    trace
+}
+
+#[test]
+fn a_second_report_reads_the_cache_and_says_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("cache");
+    let trace = trace_in(dir.path());
+    let first = report(&trace, &home, &[]);
+    let files = cache_files(&home);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let saved = std::fs::read(&files[0]).unwrap();
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let written = inode(&files[0]);
+
+    let second = report(&trace, &home, &[]);
+    assert_eq!(second.stdout, first.stdout);
+    assert_eq!(second.stderr, first.stderr);
+    // Read, not written again (a cache file is written to a new file renamed into place).
+    assert_eq!(inode(&files[0]), written);
+    assert_eq!(std::fs::read(&files[0]).unwrap(), saved);
+
+    // The same as with no cache at all.
+    let off = report(&trace, &home, &[("TPUSCOPE_DIGEST_CACHE", "0")]);
+    assert_eq!(off.stdout, first.stdout);
+}
+
+#[test]
+fn a_damaged_or_stale_cache_is_read_past_and_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("cache");
+    let trace = trace_in(dir.path());
+    let first = report(&trace, &home, &[]);
+    let file = cache_files(&home).remove(0);
+    let saved = std::fs::read(&file).unwrap();
+
+    // A byte changed in the middle, then the file cut: the trace is read again and the cache
+    // written anew, the same bytes as before.
+    let mut damaged = saved.clone();
+    let mid = damaged.len() / 2;
+    damaged[mid] ^= 0x10;
+    for bytes in [damaged, saved[..saved.len() / 3].to_vec()] {
+        std::fs::write(&file, bytes).unwrap();
+        let again = report(&trace, &home, &[]);
+        assert_eq!(again.stdout, first.stdout);
+        assert_eq!(std::fs::read(&file).unwrap(), saved);
+    }
+
+    // The trace changed since (a new modification time): not believed, written anew.
+    let f = std::fs::File::options().write(true).open(&trace).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        .unwrap();
+    drop(f);
+    let again = report(&trace, &home, &[]);
+    assert_eq!(again.stdout, first.stdout);
+    let rewritten = std::fs::read(&file).unwrap();
+    assert_ne!(rewritten, saved, "the stamp is the trace's new one");
+    assert_eq!(cache_files(&home).len(), 1);
+}
+
+#[test]
+fn what_is_not_ours_at_the_cache_path_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("cache");
+    let trace = trace_in(dir.path());
+    let first = report(&trace, &home, &[]);
+    let file = cache_files(&home).remove(0);
+    std::fs::remove_file(&file).unwrap();
+    // A directory where the cache file would go.
+    std::fs::create_dir(&file).unwrap();
+    std::fs::write(file.join("keep"), b"mine").unwrap();
+    let again = report(&trace, &home, &[]);
+    assert_eq!(again.stdout, first.stdout);
+    assert_eq!(std::fs::read(file.join("keep")).unwrap(), b"mine");
+    // No temporary file left behind.
+    assert_eq!(cache_files(&home), vec![file]);
+}
+
+#[test]
+fn a_small_trace_or_the_cache_off_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = trace_in(dir.path());
+    let home = dir.path().join("off");
+    report(&trace, &home, &[("TPUSCOPE_DIGEST_CACHE", "0")]);
+    assert!(!home.exists());
+    let home = dir.path().join("floor");
+    // The default floor (32 MB) is far above the trace.
+    report(&trace, &home, &[("TPUSCOPE_DIGEST_CACHE_MIN_MB", "")]);
+    assert!(!home.exists());
+}
+
+#[test]
+fn the_cache_keeps_to_its_size_by_dropping_the_least_recently_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("cache");
+    let traces: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            let d = dir.path().join(format!("t{i}"));
+            std::fs::create_dir(&d).unwrap();
+            trace_in(&d)
+        })
+        .collect();
+    let cap = [("TPUSCOPE_DIGEST_CACHE_MB", "1")];
+    report(&traces[0], &home, &cap);
+    let first = cache_files(&home).remove(0);
+    let one = std::fs::metadata(&first).unwrap().len();
+    assert!(one < 1 << 18, "{one} bytes");
+    // An old cache file that, with the next one, takes the cache past 1 MB; and a file not
+    // named as ours, larger still.
+    let digests = home.join("tpuscope/digests");
+    let old = digests.join("0000000000000000.digest");
+    std::fs::write(&old, vec![0u8; (1 << 20) - one as usize + 1]).unwrap();
+    let f = std::fs::File::options().write(true).open(&old).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        .unwrap();
+    drop(f);
+    let foreign = digests.join("notes.txt");
+    std::fs::write(&foreign, vec![b'x'; 2 << 20]).unwrap();
+
+    report(&traces[1], &home, &cap);
+    assert!(!old.exists(), "the least recently used goes");
+    assert!(first.exists(), "the others stay");
+    assert!(foreign.exists(), "what is not ours stays");
+    assert_eq!(cache_files(&home).len(), 3, "{:?}", cache_files(&home));
+}
