@@ -273,7 +273,33 @@ impl Union {
 
     /// Length of the union before `t`.
     fn upto(&self, t: u64) -> u64 {
-        let i = self.spans.partition_point(|s| s.1 <= t);
+        self.upto_at(t, self.spans.partition_point(|s| s.1 <= t))
+    }
+
+    /// [`Union::upto`] for times that mostly grow: the search starts where the last one
+    /// (`hint`) ended and gallops forward, a few steps where a binary search over a long run's
+    /// spans takes twenty.
+    fn upto_near(&self, t: u64, hint: &mut usize) -> u64 {
+        let ended = |s: &(u64, u64)| s.1 <= t;
+        let from = (*hint).min(self.spans.len());
+        let i = if from == 0 || self.spans.get(from - 1).is_some_and(ended) {
+            let rest = self.spans.get(from..).unwrap_or_default();
+            let mut reach = 1;
+            while rest.get(reach - 1).is_some_and(ended) {
+                reach *= 2;
+            }
+            let lo = reach / 2;
+            let window = rest.get(lo..reach.min(rest.len())).unwrap_or_default();
+            from + lo + window.partition_point(ended)
+        } else {
+            self.spans.partition_point(ended)
+        };
+        *hint = i;
+        self.upto_at(t, i)
+    }
+
+    /// Length of the union before `t`, the spans before `i` those that ended by then.
+    fn upto_at(&self, t: u64, i: usize) -> u64 {
         let mut m = self.before[i];
         if let Some(s) = self.spans.get(i)
             && s.0 < t
@@ -323,19 +349,30 @@ impl Layers {
         }
     }
 
-    /// Each layer's length before `t`, in the order [`Layers::split_between`] takes them.
-    fn uptos(&self, t: u64) -> [u64; 5] {
+    /// Each layer's length before `t`, in the order [`Layers::split_between`] takes them; the
+    /// searches start from `hints` (where the last ones ended), for times that mostly grow.
+    fn uptos(&self, t: u64, hints: &mut [usize; 5]) -> [u64; 5] {
+        let [h0, h1, h2, h3, h4] = hints;
         [
-            self.compiling.upto(t),
-            self.upto_blocked.upto(t),
-            self.upto_busy.upto(t),
-            self.blocked_busy.upto(t),
-            self.blocked_busy_compiling.upto(t),
+            self.compiling.upto_near(t, h0),
+            self.upto_blocked.upto_near(t, h1),
+            self.upto_busy.upto_near(t, h2),
+            self.blocked_busy.upto_near(t, h3),
+            self.blocked_busy_compiling.upto_near(t, h4),
         ]
     }
 
     fn split(&self, a: u64, b: u64) -> TimeSplit {
-        self.split_between(a, b, &self.uptos(a), &self.uptos(b))
+        let at = |t: u64| {
+            [
+                self.compiling.upto(t),
+                self.upto_blocked.upto(t),
+                self.upto_busy.upto(t),
+                self.blocked_busy.upto(t),
+                self.blocked_busy_compiling.upto(t),
+            ]
+        };
+        self.split_between(a, b, &at(a), &at(b))
     }
 
     /// [`Layers::split`] from the layers' lengths before `a` and before `b` (steps that follow
@@ -462,6 +499,7 @@ pub fn run_breakdown(
     let first_steady = steps.steps.len() - steps.steady().len();
     // A step usually starts where the one before ended: the layers' lengths there are found once.
     let mut at_end: Option<(u64, [u64; 5])> = None;
+    let mut hints = [0; 5];
     let step_splits: Vec<StepSplit> = steps
         .steps
         .iter()
@@ -469,9 +507,9 @@ pub fn run_breakdown(
         .map(|(i, s)| {
             let at_start = match at_end {
                 Some((t, u)) if t == s.start_ns => u,
-                _ => layers.uptos(s.start_ns),
+                _ => layers.uptos(s.start_ns, &mut hints),
             };
-            let at_stop = layers.uptos(s.end_ns);
+            let at_stop = layers.uptos(s.end_ns, &mut hints);
             at_end = Some((s.end_ns, at_stop));
             StepSplit {
                 number: s.number,
@@ -846,6 +884,26 @@ pub fn sum(runs: &[RunBreakdown]) -> TimeSplit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_search_from_a_hint_finds_what_a_search_from_the_start_finds() {
+        // Spans from strides (some nested or touching), times that mostly grow and sometimes
+        // go back, and times before, inside, between and after the spans.
+        let spans: Vec<(u64, u64)> = (0..300u64)
+            .map(|i| {
+                let a = (i * 7919) % 5000;
+                (a, a + (i * 31) % 40)
+            })
+            .collect();
+        let u = Union::new(spans);
+        let mut hint = 0;
+        for k in 0..3000u64 {
+            let t = if k % 97 == 0 { (k * 13) % 2000 } else { k * 2 };
+            assert_eq!(u.upto_near(t, &mut hint), u.upto(t), "t {t}");
+        }
+        let empty = Union::new(Vec::new());
+        assert_eq!(empty.upto_near(5, &mut hint), 0);
+    }
 
     #[test]
     fn unions_measure_windows() {

@@ -113,10 +113,51 @@ impl<T: Clone> Column<T> {
 
     /// The values in order.
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+        self.slices().flatten()
+    }
+
+    /// The values in order, a chunk at a time: the full chunks, then the one being filled.
+    pub fn slices(&self) -> impl Iterator<Item = &[T]> + '_ {
         self.chunks
             .iter()
-            .flat_map(|c| c.iter())
-            .chain(self.tail.iter())
+            .map(|c| c.as_slice())
+            .chain(std::iter::once(self.tail.as_slice()))
+    }
+}
+
+/// [`Launches::iter`]: chunk by chunk (both columns are pushed together, so their chunks
+/// match), each `next` a step along two slices (the analyses walk millions of launches several
+/// times, often a `peek` at a time).
+struct LaunchIter<'a> {
+    table: &'a Launches,
+    /// The chunk `ts` and `ws` come from, and the index of their first value.
+    chunk: usize,
+    at: usize,
+    ts: &'a [u64],
+    ws: &'a [Words],
+}
+
+impl Iterator for LaunchIter<'_> {
+    type Item = (Launch, Done);
+
+    #[inline]
+    fn next(&mut self) -> Option<(Launch, Done)> {
+        loop {
+            if let (Some((&t, ts)), Some((w, ws))) = (self.ts.split_first(), self.ws.split_first())
+            {
+                let i = self.at;
+                (self.ts, self.ws, self.at) = (ts, ws, i + 1);
+                return Some(self.table.unpack(i, t, w));
+            }
+            let (t, w) = (&self.table.t_ns, &self.table.words);
+            let (ts, ws) = match (t.chunks.get(self.chunk), w.chunks.get(self.chunk)) {
+                (Some(ts), Some(ws)) => (ts.as_slice(), ws.as_slice()),
+                _ if self.chunk == t.chunks.len() => (t.tail.as_slice(), w.tail.as_slice()),
+                _ => return None,
+            };
+            (self.ts, self.ws, self.at) = (ts, ws, self.chunk << CHUNK_BITS);
+            self.chunk += 1;
+        }
     }
 }
 
@@ -191,11 +232,13 @@ impl Launches {
 
     /// Each launch with when it finished, in file order (chunk by chunk: no lookup per launch).
     pub fn iter(&self) -> impl Iterator<Item = (Launch, Done)> + '_ {
-        self.t_ns
-            .iter()
-            .zip(self.words.iter())
-            .enumerate()
-            .map(|(i, (&t, w))| self.unpack(i, t, w))
+        LaunchIter {
+            table: self,
+            chunk: 0,
+            at: 0,
+            ts: &[],
+            ws: &[],
+        }
     }
 
     /// [`Launches::iter`] from the last launch back.
@@ -460,6 +503,25 @@ mod tests {
         assert_eq!(back.to_raw(), raw);
         assert_eq!(raw.len(), t.raw_len());
         assert!(Launches::from_raw(&raw[..raw.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn launches_iterate_across_chunks_as_they_read_by_index() {
+        let mut t = Launches::default();
+        let n = 2 * CHUNK + 3;
+        for i in 0..n as u64 {
+            t.push(&Launch {
+                event: i as u32,
+                t_ns: i * 10,
+                dur_ns: i % 7,
+                executable_id: i % 3,
+                completion_tracked: true,
+                failed: false,
+            });
+        }
+        assert_eq!(t.iter().count(), n);
+        assert!(t.iter().eq((0..n).filter_map(|i| t.get(i))));
+        assert!(Launches::default().iter().next().is_none());
     }
 
     #[test]
