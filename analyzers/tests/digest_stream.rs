@@ -2,14 +2,16 @@
 //! whole gives its digests from `Trace::events`. Both must give the same report, on every sample
 //! trace, on a merged (many-segment) trace and on traces cut short; and a clean merged file read
 //! segment by segment on several threads, its hosts analysed on several threads, gives the same
-//! report again.
+//! report again. A read saved as bytes (`saved::write`, what `report` caches) and read back gives
+//! the same report as the read itself; bytes it did not write read back as nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
-use tpuscope_analyzers::digest::{DigestBuilder, read_stream};
+use tpuscope_analyzers::digest::{Digest, DigestBuilder, read_stream};
 use tpuscope_analyzers::report::{Input, Options, build};
-use tpuscope_core::{TraceStream, read_traces};
+use tpuscope_analyzers::saved;
+use tpuscope_core::{Trace, TraceStream, read_traces};
 
 fn samples() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample_traces");
@@ -54,15 +56,18 @@ fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
     )
     .unwrap()?;
     let read: Vec<_> = read.into_iter().map(|(t, b)| b.finish_for(t)).collect();
-    let inputs: Vec<Input<'_>> = read
-        .iter()
+    Some(report_json_on(&inputs_of(name, &read), 3))
+}
+
+/// Each read trace with its digest as a report's input, named `name#segment`.
+fn inputs_of<'a>(name: &str, read: &'a [(Trace, Digest)]) -> Vec<Input<'a>> {
+    read.iter()
         .enumerate()
         .map(|(i, (t, d))| Input {
             digest: Some(d),
             ..Input::new(format!("{name}#{i}"), t)
         })
-        .collect();
-    Some(report_json_on(&inputs, 3))
+        .collect()
 }
 
 /// Both reports of the trace held in `bytes`, or None when it is not readable at all.
@@ -195,4 +200,59 @@ fn transfers_read_in_place_or_not_report_as_decoded_ones() {
     let (t, d) = &streamed[0];
     assert_eq!(t.undecodable_records, 1);
     assert_eq!(d.events, whole_trace.events.len());
+}
+
+/// The report of reads, as pretty JSON.
+fn report_of_reads(name: &str, read: &[(Trace, Digest)]) -> String {
+    let inputs = inputs_of(name, read);
+    serde_json::to_string_pretty(&build(&inputs, &Options::default())).unwrap()
+}
+
+#[test]
+fn every_sample_reads_back_to_the_same_report() {
+    let mut saved_some = 0;
+    for path in samples() {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let Ok(stream) = TraceStream::open(&path) else {
+            continue;
+        };
+        let Ok(read) = read_stream(stream) else {
+            continue;
+        };
+        let bytes = saved::encode(&read);
+        let back = saved::decode(&bytes).unwrap_or_else(|| panic!("{name}: did not read back"));
+        assert_eq!(back.len(), read.len(), "{name}");
+        let (a, b) = (report_of_reads(&name, &back), report_of_reads(&name, &read));
+        if let Some((x, y)) = a.lines().zip(b.lines()).find(|(x, y)| x != y) {
+            panic!("{name}: read back gives {x:?} where the read gave {y:?}");
+        }
+        assert_eq!(a, b, "{name}");
+        // The same read gives the same bytes.
+        assert_eq!(saved::encode(&back), bytes, "{name}");
+        saved_some += 1;
+    }
+    assert!(saved_some >= 8, "{saved_some} samples read");
+}
+
+#[test]
+fn bytes_it_did_not_write_read_back_as_nothing() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/real/jax_lr.tps");
+    let read = read_stream(TraceStream::open(&path).unwrap()).unwrap();
+    let bytes = saved::encode(&read);
+    assert!(saved::decode(&bytes).is_some());
+    // Every cut, and a changed byte at many places: the sum or a length catches it.
+    for n in (0..bytes.len()).step_by(97) {
+        assert!(saved::decode(&bytes[..n]).is_none(), "cut at {n}");
+    }
+    for at in (0..bytes.len()).step_by(101) {
+        let mut b = bytes.clone();
+        b[at] ^= 0x40;
+        assert!(saved::decode(&b).is_none(), "byte {at} changed");
+    }
+    // Another version, its sum right: not read.
+    let mut b = bytes[..bytes.len() - 8].to_vec();
+    b[0] = 99;
+    let sum = xxhash_rust::xxh3::xxh3_64(&b);
+    b.extend_from_slice(&sum.to_le_bytes());
+    assert!(saved::decode(&b).is_none());
 }

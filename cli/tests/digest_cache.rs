@@ -36,6 +36,25 @@ fn cache_files(cache_home: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Sets a file's modification time to `secs` ago.
+fn age(path: &Path, secs: u64) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(secs))
+        .unwrap();
+}
+
+/// A trace copied into `dir` and reported once with the cache in `dir/cache`: the cache home,
+/// the trace, the report and the one cache file it wrote.
+fn reported_once(dir: &Path) -> (PathBuf, PathBuf, Output, PathBuf) {
+    let home = dir.join("cache");
+    let trace = trace_in(dir);
+    let first = report(&trace, &home, &[]);
+    let files = cache_files(&home);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file = files[0].clone();
+    (home, trace, first, file)
+}
+
 /// A copy of a real trace in `dir`, so its times and inode are the test's.
 fn trace_in(dir: &Path) -> PathBuf {
     let trace = dir.join("run.tps");
@@ -46,21 +65,17 @@ fn trace_in(dir: &Path) -> PathBuf {
 #[test]
 fn a_second_report_reads_the_cache_and_says_the_same() {
     let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("cache");
-    let trace = trace_in(dir.path());
-    let first = report(&trace, &home, &[]);
-    let files = cache_files(&home);
-    assert_eq!(files.len(), 1, "{files:?}");
-    let saved = std::fs::read(&files[0]).unwrap();
+    let (home, trace, first, file) = reported_once(dir.path());
+    let saved = std::fs::read(&file).unwrap();
     let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
-    let written = inode(&files[0]);
+    let written = inode(&file);
 
     let second = report(&trace, &home, &[]);
     assert_eq!(second.stdout, first.stdout);
     assert_eq!(second.stderr, first.stderr);
     // Read, not written again (a cache file is written to a new file renamed into place).
-    assert_eq!(inode(&files[0]), written);
-    assert_eq!(std::fs::read(&files[0]).unwrap(), saved);
+    assert_eq!(inode(&file), written);
+    assert_eq!(std::fs::read(&file).unwrap(), saved);
 
     // The same as with no cache at all.
     let off = report(&trace, &home, &[("TPUSCOPE_DIGEST_CACHE", "0")]);
@@ -70,10 +85,7 @@ fn a_second_report_reads_the_cache_and_says_the_same() {
 #[test]
 fn a_damaged_or_stale_cache_is_read_past_and_replaced() {
     let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("cache");
-    let trace = trace_in(dir.path());
-    let first = report(&trace, &home, &[]);
-    let file = cache_files(&home).remove(0);
+    let (home, trace, first, file) = reported_once(dir.path());
     let saved = std::fs::read(&file).unwrap();
 
     // A byte changed in the middle, then the file cut: the trace is read again and the cache
@@ -89,10 +101,7 @@ fn a_damaged_or_stale_cache_is_read_past_and_replaced() {
     }
 
     // The trace changed since (a new modification time): not believed, written anew.
-    let f = std::fs::File::options().write(true).open(&trace).unwrap();
-    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
-        .unwrap();
-    drop(f);
+    age(&trace, 3600);
     let again = report(&trace, &home, &[]);
     assert_eq!(again.stdout, first.stdout);
     let rewritten = std::fs::read(&file).unwrap();
@@ -103,10 +112,7 @@ fn a_damaged_or_stale_cache_is_read_past_and_replaced() {
 #[test]
 fn what_is_not_ours_at_the_cache_path_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("cache");
-    let trace = trace_in(dir.path());
-    let first = report(&trace, &home, &[]);
-    let file = cache_files(&home).remove(0);
+    let (home, trace, first, file) = reported_once(dir.path());
     std::fs::remove_file(&file).unwrap();
     // A directory where the cache file would go.
     std::fs::create_dir(&file).unwrap();
@@ -152,10 +158,7 @@ fn the_cache_keeps_to_its_size_by_dropping_the_least_recently_used() {
     let digests = home.join("tpuscope/digests");
     let old = digests.join("0000000000000000.digest");
     std::fs::write(&old, vec![0u8; (1 << 20) - one as usize + 1]).unwrap();
-    let f = std::fs::File::options().write(true).open(&old).unwrap();
-    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
-        .unwrap();
-    drop(f);
+    age(&old, 3600);
     let foreign = digests.join("notes.txt");
     std::fs::write(&foreign, vec![b'x'; 2 << 20]).unwrap();
 
