@@ -182,8 +182,8 @@ impl<'a> Raw<'a> {
     }
 
     fn len(&mut self) -> Option<usize> {
-        let v = self.u64s(1)?;
-        usize::try_from(*v.first()?).ok()
+        let word = self.take(8)?.try_into().ok()?;
+        usize::try_from(u64::from_le_bytes(word)).ok()
     }
 }
 
@@ -306,9 +306,6 @@ impl Launches {
         i
     }
 
-    /// A completion at `t_ns` of launch `i` (the first in file order stays its first): the
-    /// launch's dispatch time, and whether its devices' busy time counts it (it succeeded and
-    /// asked for completions). Works on the launch's words: this runs for every completion.
     /// How many bytes [`Launches::write_raw`] writes.
     pub(crate) fn raw_len(&self) -> usize {
         let sides = self.wide_dur.len() + self.wide_exe.len();
@@ -358,7 +355,7 @@ impl Launches {
         out
     }
 
-    /// What [`Launches::to_raw`] wrote; `None` for other bytes.
+    /// What [`Launches::write_raw`] wrote; `None` for other bytes.
     pub(crate) fn from_raw(b: &[u8]) -> Option<Launches> {
         let mut r = Raw { b };
         let mut t = Launches::default();
@@ -400,6 +397,9 @@ impl Launches {
         r.b.is_empty().then_some(t)
     }
 
+    /// A completion at `t_ns` of launch `i` (the first in file order stays its first): the
+    /// launch's dispatch time, and whether its devices' busy time counts it (it succeeded and
+    /// asked for completions). Works on the launch's words: this runs for every completion.
     pub(crate) fn complete(&mut self, i: u32, t_ns: u64) -> Option<(u64, bool)> {
         let at = i as usize;
         let dispatch = *self.t_ns.get(at)?;

@@ -2,9 +2,10 @@
 //! cache so that a second look at a long trace skips reading it (the read is most of the cost:
 //! ~1,300 instructions an event, the analyses ~400).
 //!
-//! Only what a finished read holds is written (tables, end, counts, the digest), in varints,
-//! times as differences from the one before, so a launch takes about 12 bytes. The bytes end
-//! with an XXH3 of what comes before; [`decode`] checks it and every length, and gives `None`
+//! Only what a finished read holds is written (tables, end, counts, the digest): in varints,
+//! times as differences from the one before, but the launch table as it lies in memory (28
+//! bytes a launch, read back by a copy: only this build reads it). The bytes end with an XXH3
+//! of what comes before; [`decode`] checks it and every length, and gives `None`
 //! for anything it did not write (a cache is never trusted: the caller reads the trace again).
 
 use prost::Message;
@@ -36,14 +37,6 @@ pub fn write<W: std::io::Write>(reads: &[(Trace, Digest)], out: W) -> std::io::R
         digest(&mut e, d);
     }
     e.finish()
-}
-
-/// [`write`] into memory.
-pub fn encode(reads: &[(Trace, Digest)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    // Writing into a Vec does not fail.
-    let _ = write(reads, &mut out);
-    out
 }
 
 /// What [`write`] wrote; `None` for any other bytes (another version, a cut or changed file).

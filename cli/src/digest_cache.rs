@@ -26,64 +26,76 @@ const HEAD_LEN: usize = MAGIC.len() + STAMP_WORDS * 8;
 const SETTLED: Duration = Duration::from_secs(60);
 const SUFFIX: &str = ".digest";
 
-/// The trace's read from the cache, when one for this very file (and this binary) is there.
-pub(crate) fn load(path: &Path) -> Option<Vec<(Trace, Digest)>> {
-    let settings = Settings::from_env()?;
-    let (file, stamp) = entry(path, &settings)?;
-    let mut f = std::fs::File::open(&file).ok()?;
-    let meta = f.metadata().ok()?;
-    if !meta.is_file() || meta.len() > settings.cap_bytes {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
-    f.read_to_end(&mut bytes).ok()?;
-    let (head, body) = bytes.split_at_checked(HEAD_LEN)?;
-    if head != header(&stamp) {
-        return None;
-    }
-    let read = tpuscope_analyzers::saved::decode(body)?;
-    // Used: the last to go when the cache is trimmed.
-    let _ = f.set_modified(SystemTime::now());
-    Some(read)
+/// The cache's place for one trace, looked up once per read: the settings, the cache file and
+/// the stamp the trace and this binary had then.
+pub(crate) struct Entry {
+    settings: Settings,
+    file: PathBuf,
+    stamp: [u64; STAMP_WORDS],
 }
 
-/// Keeps `read`, the trace at `path` as read now, when it is worth keeping; `before` is the
-/// trace's stamp taken before it was read (a file that changed meanwhile is not kept).
-pub(crate) fn store(path: &Path, before: Option<[u64; STAMP_WORDS]>, read: &[(Trace, Digest)]) {
-    let Some(settings) = Settings::from_env() else {
-        return;
-    };
-    let Some((file, stamp)) = entry(path, &settings) else {
-        return;
-    };
-    if before != Some(stamp) || read.is_empty() {
-        return;
+impl Entry {
+    /// `None` when the cache is off, or the trace is too small to cache or not a regular file.
+    /// Taken before the trace is read: [`Entry::store`] keeps nothing of a trace that changed
+    /// since.
+    pub(crate) fn of(path: &Path) -> Option<Entry> {
+        let settings = Settings::from_env()?;
+        let (file, stamp) = entry(path, &settings)?;
+        Some(Entry {
+            settings,
+            file,
+            stamp,
+        })
     }
-    let ended = read
-        .iter()
-        .all(|(t, _)| matches!(t.completeness, Completeness::Complete));
-    let settled = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|m| m.elapsed().ok())
-        .is_some_and(|age| age >= SETTLED);
-    if !(ended || settled) {
-        return;
-    }
-    // Best effort: a cache that cannot be written leaves the report as it is.
-    let written = write_new(&file, settings.cap_bytes / 2, |f| {
-        f.write_all(&header(&stamp))?;
-        tpuscope_analyzers::saved::write(read, f)
-    });
-    if written.is_ok() {
-        trim(&settings, &file);
-    }
-}
 
-/// The stamp `store` compares: taken before the read.
-pub(crate) fn stamp_of(path: &Path) -> Option<[u64; STAMP_WORDS]> {
-    let settings = Settings::from_env()?;
-    entry(path, &settings).map(|(_, s)| s)
+    /// The trace's read from the cache, when one for this very file (and this binary) is there.
+    pub(crate) fn load(&self) -> Option<Vec<(Trace, Digest)>> {
+        let mut f = std::fs::File::open(&self.file).ok()?;
+        let meta = f.metadata().ok()?;
+        if !meta.is_file() || meta.len() > self.settings.cap_bytes {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
+        f.read_to_end(&mut bytes).ok()?;
+        let (head, body) = bytes.split_at_checked(HEAD_LEN)?;
+        if head != header(&self.stamp) {
+            return None;
+        }
+        let read = tpuscope_analyzers::saved::decode(body)?;
+        // Used: the last to go when the cache is trimmed.
+        let _ = f.set_modified(SystemTime::now());
+        Some(read)
+    }
+
+    /// Keeps `read`, the trace at `path` as read since [`Entry::of`], when it is worth keeping
+    /// (a file that changed meanwhile is not kept).
+    pub(crate) fn store(&self, path: &Path, read: &[(Trace, Digest)]) {
+        let Some((_, stamp)) = entry(path, &self.settings) else {
+            return;
+        };
+        if stamp != self.stamp || read.is_empty() {
+            return;
+        }
+        let ended = read
+            .iter()
+            .all(|(t, _)| matches!(t.completeness, Completeness::Complete));
+        let settled = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age >= SETTLED);
+        if !(ended || settled) {
+            return;
+        }
+        // Best effort: a cache that cannot be written leaves the report as it is.
+        let written = write_new(&self.file, self.settings.cap_bytes / 2, |f| {
+            f.write_all(&header(&stamp))?;
+            tpuscope_analyzers::saved::write(read, f)
+        });
+        if written.is_ok() {
+            trim(&self.settings, &self.file);
+        }
+    }
 }
 
 struct Settings {

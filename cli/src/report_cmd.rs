@@ -226,12 +226,14 @@ pub fn print_warnings(rep: &Report) {
 /// events are never held. The hosts of a merged file are read on all cores. A long trace read
 /// before comes from the cache of reads (`digest_cache`), and goes into it when read.
 pub(crate) fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)> {
-    if let Some(read) = crate::digest_cache::load(path) {
+    let cache = crate::digest_cache::Entry::of(path);
+    if let Some(read) = cache.as_ref().and_then(crate::digest_cache::Entry::load) {
         return Ok(read.into_iter().unzip());
     }
-    let before = crate::digest_cache::stamp_of(path);
     let read = read_uncached(path)?;
-    crate::digest_cache::store(path, before, &read);
+    if let Some(cache) = &cache {
+        cache.store(path, &read);
+    }
     Ok(read.into_iter().unzip())
 }
 
