@@ -748,7 +748,11 @@ pub fn event_in<R: Read>(src: R, offset: u64, skip: usize) -> io::Result<Option<
     while let Some(item) = frames.next_item()? {
         let FrameItem::Frame(fr) = item else { continue };
         if fr.kind == SEGMENT_KIND {
-            return Ok(None);
+            // As the reader splits: a marker that does not decode is no marker.
+            if <Segment as prost::Message>::decode(fr.payload).is_ok() {
+                return Ok(None);
+            }
+            continue;
         }
         let Some(kind) = RecordKind::from_u16(fr.kind) else {
             continue;

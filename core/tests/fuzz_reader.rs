@@ -584,6 +584,21 @@ fn overlong_length_mid_file_is_damage_not_a_cut() {
     assert_eq!(t.strings.len(), o.trace.strings.len() - 1);
 }
 
+/// A segment marker that does not decode is no marker, for a read back as for the reader: the
+/// event after it is still the segment's (found by proptest in CI).
+#[test]
+fn an_undecodable_marker_does_not_end_a_read_back() {
+    let mut bytes = format::encode_header(1, 0).to_vec();
+    let complete = RecordKind::ExecuteComplete as u16;
+    format::encode_frame(&mut bytes, complete, 0, &[]);
+    format::encode_frame(&mut bytes, SEGMENT_KIND, 0, &[0]);
+    format::encode_frame(&mut bytes, complete, 0, &[]);
+    let t = read_trace(&bytes).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.events.len(), 2);
+    assert_eq!(t.undecodable_records, 1);
+    assert_read_back_agrees(&bytes);
+}
+
 fn check_arbitrary(bytes: &[u8]) {
     assert_stream_agrees(bytes);
     assert_read_back_agrees(bytes);
