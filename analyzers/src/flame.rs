@@ -8,7 +8,7 @@
 //! (`workloads/train.py`). Framework frames are kept (the palette colours them apart from the
 //! user's) because which framework path led to a compile is part of the answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record, StackId};
@@ -62,10 +62,12 @@ fn folded_in<'a>(
     records: impl Iterator<Item = &'a Record>,
     kind: FlameKind,
 ) -> Vec<(String, u64)> {
-    // Nanoseconds per stack text: different stack ids can shorten to the same text.
-    let mut by_stack: BTreeMap<String, u64> = BTreeMap::new();
-    let mut add = |key: String, ns: u64| {
-        let w = by_stack.entry(key).or_insert(0);
+    // Nanoseconds per stack and name first (a long run has a few sites, each hit millions of
+    // times: its text is made once), then per stack text: different stack ids can shorten to
+    // the same text.
+    let mut by_site: HashMap<(StackId, &str), u64> = HashMap::new();
+    let mut add = |stack: StackId, what: &'a str, ns: u64| {
+        let w = by_site.entry((stack, what)).or_insert(0);
         *w = w.saturating_add(ns);
     };
     for r in records {
@@ -76,19 +78,24 @@ fn folded_in<'a>(
                 } else {
                     c.executable_name.as_str()
                 };
-                add(stack_key(trace, c.stack, name), c.dur_ns);
+                add(c.stack, name, c.dur_ns);
             }
             (FlameKind::SyncStall, Record::Transfer(t))
                 if t.direction == Direction::D2h as i32 && t.sync =>
             {
-                add(stack_key(trace, t.stack, &t.api), t.blocked_ns);
+                add(t.stack, &t.api, t.blocked_ns);
             }
             // Waits without a Python stack are the runtime's own threads, not host syncs.
             (FlameKind::SyncStall, Record::Sync(s)) if trace.stacks.contains_key(&s.stack) => {
-                add(stack_key(trace, s.stack, &s.reason), s.dur_ns);
+                add(s.stack, &s.reason, s.dur_ns);
             }
             _ => {}
         }
+    }
+    let mut by_stack: BTreeMap<String, u64> = BTreeMap::new();
+    for ((stack, what), ns) in by_site {
+        let w = by_stack.entry(stack_key(trace, stack, what)).or_insert(0);
+        *w = w.saturating_add(ns);
     }
     by_stack
         .into_iter()
