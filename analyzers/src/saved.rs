@@ -23,7 +23,10 @@ const VERSION: u64 = 1;
 /// Writes the bytes of reads to `out` as they are made (a long run's are tens of MB): each
 /// trace (its tables, end, counts, damage and completeness; its events are in the digest) with
 /// its digest.
-pub fn write<W: std::io::Write>(reads: &[(Trace, Digest)], out: W) -> std::io::Result<()> {
+pub fn write<'a, W: std::io::Write>(
+    reads: impl ExactSizeIterator<Item = (&'a Trace, &'a Digest)>,
+    out: W,
+) -> std::io::Result<()> {
     let mut e = Enc {
         buf: Vec::with_capacity(FLUSH_AT + 4096),
         out,

@@ -205,7 +205,7 @@ fn transfers_read_in_place_or_not_report_as_decoded_ones() {
 /// What `saved::write` writes of reads.
 fn saved_bytes(read: &[(Trace, Digest)]) -> Vec<u8> {
     let mut out = Vec::new();
-    saved::write(read, &mut out).unwrap();
+    saved::write(read.iter().map(|(t, d)| (t, d)), &mut out).unwrap();
     out
 }
 

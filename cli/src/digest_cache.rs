@@ -1,6 +1,7 @@
 //! The cache of read traces: a long trace's tables and digest (`analyzers::saved`), kept under
 //! `~/.cache/tpuscope/digests` so that a second `report`, `whatif` or `attach --snapshot` of
-//! the same file skips reading it (the read is three quarters of a report's cost).
+//! the same file skips reading it (the read is three quarters of a report's cost); and for
+//! `view`, those with the window's lanes (`gui::kept`), in a file of their own.
 //!
 //! A cache file is named for the trace's path and file, and holds the trace's device, inode,
 //! length, change and modification times and this binary's own (another build may digest
@@ -24,12 +25,33 @@ const STAMP_WORDS: usize = 12;
 const HEAD_LEN: usize = MAGIC.len() + STAMP_WORDS * 8;
 /// A trace written to within this long may still be growing: not cached without its end.
 const SETTLED: Duration = Duration::from_secs(60);
-const SUFFIX: &str = ".digest";
+
+/// What a cache file holds: each has its own files, its own bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Content {
+    /// `analyzers::saved`: what `report` reads.
+    Reads,
+    /// `gui::kept`: the reads with the window's lanes and marks.
+    View,
+}
+
+impl Content {
+    const ALL: [Content; 2] = [Content::Reads, Content::View];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Content::Reads => ".digest",
+            Content::View => ".view",
+        }
+    }
+}
 
 /// The cache's place for one trace, looked up once per read: the settings, the cache file and
 /// the stamp the trace and this binary had then.
+#[derive(Debug)]
 pub(crate) struct Entry {
     settings: Settings,
+    content: Content,
     file: PathBuf,
     stamp: [u64; STAMP_WORDS],
 }
@@ -38,11 +60,12 @@ impl Entry {
     /// `None` when the cache is off, or the trace is too small to cache or not a regular file.
     /// Taken before the trace is read: [`Entry::store`] keeps nothing of a trace that changed
     /// since.
-    pub(crate) fn of(path: &Path) -> Option<Entry> {
+    pub(crate) fn of(path: &Path, content: Content) -> Option<Entry> {
         let settings = Settings::from_env()?;
-        let (file, stamp) = entry(path, &settings)?;
+        let (file, stamp) = entry(path, &settings, content)?;
         Some(Entry {
             settings,
+            content,
             file,
             stamp,
         })
@@ -50,35 +73,58 @@ impl Entry {
 
     /// The trace's read from the cache, when one for this very file (and this binary) is there.
     pub(crate) fn load(&self) -> Option<Vec<(Trace, Digest)>> {
+        tpuscope_analyzers::saved::decode(&self.load_bytes()?)
+    }
+
+    /// The bytes kept for this very file (and this binary), when there are.
+    fn load_bytes(&self) -> Option<Vec<u8>> {
         let mut f = std::fs::File::open(&self.file).ok()?;
         let meta = f.metadata().ok()?;
         if !meta.is_file() || meta.len() > self.settings.cap_bytes {
             return None;
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
-        f.read_to_end(&mut bytes).ok()?;
-        let (head, body) = bytes.split_at_checked(HEAD_LEN)?;
-        if head != header(&self.stamp) {
+        // The stamp first: a cache file of another trace or build is not read through.
+        let mut head = [0u8; HEAD_LEN];
+        f.read_exact(&mut head).ok()?;
+        if head[..] != header(&self.stamp)[..] {
             return None;
         }
-        let read = tpuscope_analyzers::saved::decode(body)?;
+        let body_len = usize::try_from(meta.len()).ok()?.checked_sub(HEAD_LEN)?;
+        let mut bytes = Vec::with_capacity(body_len);
+        f.read_to_end(&mut bytes).ok()?;
         // Used: the last to go when the cache is trimmed.
         let _ = f.set_modified(SystemTime::now());
-        Some(read)
+        Some(bytes)
     }
 
     /// Keeps `read`, the trace at `path` as read since [`Entry::of`], when it is worth keeping
     /// (a file that changed meanwhile is not kept).
     pub(crate) fn store(&self, path: &Path, read: &[(Trace, Digest)]) {
-        let Some((_, stamp)) = entry(path, &self.settings) else {
-            return;
-        };
-        if stamp != self.stamp || read.is_empty() {
+        if read.is_empty() {
             return;
         }
         let ended = read
             .iter()
             .all(|(t, _)| matches!(t.completeness, Completeness::Complete));
+        self.store_with(path, ended, &mut |f| {
+            tpuscope_analyzers::saved::write(read.iter().map(|(t, d)| (t, d)), f)
+        });
+    }
+
+    /// Keeps what `write` writes of the trace at `path` (`ended`: every segment of it has its
+    /// end record), unless the trace changed since [`Entry::of`] or may still grow.
+    fn store_with(
+        &self,
+        path: &Path,
+        ended: bool,
+        write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+    ) {
+        let Some((_, stamp)) = entry(path, &self.settings, self.content) else {
+            return;
+        };
+        if stamp != self.stamp {
+            return;
+        }
         let settled = std::fs::metadata(path)
             .and_then(|m| m.modified())
             .ok()
@@ -90,7 +136,7 @@ impl Entry {
         // Best effort: a cache that cannot be written leaves the report as it is.
         let written = write_new(&self.file, self.settings.cap_bytes / 2, |f| {
             f.write_all(&header(&stamp))?;
-            tpuscope_analyzers::saved::write(read, f)
+            write(f)
         });
         if written.is_ok() {
             trim(&self.settings, &self.file);
@@ -98,6 +144,7 @@ impl Entry {
     }
 }
 
+#[derive(Debug)]
 struct Settings {
     dir: PathBuf,
     min_bytes: u64,
@@ -127,7 +174,11 @@ impl Settings {
 
 /// The cache file for the trace at `path` and what it must say of the trace and this binary;
 /// `None` for a trace too small to cache, or what is not a regular file.
-fn entry(path: &Path, settings: &Settings) -> Option<(PathBuf, [u64; STAMP_WORDS])> {
+fn entry(
+    path: &Path,
+    settings: &Settings,
+    content: Content,
+) -> Option<(PathBuf, [u64; STAMP_WORDS])> {
     let m = std::fs::metadata(path).ok()?;
     if !m.is_file() || m.len() < settings.min_bytes {
         return None;
@@ -151,7 +202,11 @@ fn entry(path: &Path, settings: &Settings) -> Option<(PathBuf, [u64; STAMP_WORDS
     let mut key = canonical.as_os_str().as_encoded_bytes().to_vec();
     key.extend_from_slice(&m.dev().to_le_bytes());
     key.extend_from_slice(&m.ino().to_le_bytes());
-    let name = format!("{:016x}{SUFFIX}", crate::locate::fnv1a(&[("", &key)]));
+    let name = format!(
+        "{:016x}{}",
+        crate::locate::fnv1a(&[("", &key)]),
+        content.suffix()
+    );
     Some((settings.dir.join(name), stamp))
 }
 
@@ -206,7 +261,8 @@ fn trim(settings: &Settings, kept: &Path) {
             let e = e.ok()?;
             let m = e.path().symlink_metadata().ok()?;
             let name = e.file_name();
-            let ours = m.is_file() && name.to_string_lossy().ends_with(SUFFIX);
+            let name = name.to_string_lossy();
+            let ours = m.is_file() && Content::ALL.iter().any(|c| name.ends_with(c.suffix()));
             ours.then_some((m.modified().ok()?, m.len(), e.path()))
         })
         .collect();
@@ -219,5 +275,31 @@ fn trim(settings: &Settings, kept: &Path) {
         if path != kept && std::fs::remove_file(&path).is_ok() {
             total = total.saturating_sub(len);
         }
+    }
+}
+
+/// The window's reads kept in this cache (`Content::View` files).
+#[derive(Debug)]
+pub(crate) struct ViewCache;
+
+impl tpuscope_gui::kept::ReadCache for ViewCache {
+    fn slot(&self, path: &Path) -> Option<Box<dyn tpuscope_gui::kept::CacheSlot>> {
+        Entry::of(path, Content::View)
+            .map(|e| Box::new(e) as Box<dyn tpuscope_gui::kept::CacheSlot>)
+    }
+}
+
+impl tpuscope_gui::kept::CacheSlot for Entry {
+    fn load(&self) -> Option<Vec<u8>> {
+        self.load_bytes()
+    }
+
+    fn store(
+        &self,
+        path: &Path,
+        ended: bool,
+        write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+    ) {
+        self.store_with(path, ended, write);
     }
 }

@@ -226,7 +226,7 @@ pub fn print_warnings(rep: &Report) {
 /// events are never held. The hosts of a merged file are read on all cores. A long trace read
 /// before comes from the cache of reads (`digest_cache`), and goes into it when read.
 pub(crate) fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)> {
-    let cache = crate::digest_cache::Entry::of(path);
+    let cache = crate::digest_cache::Entry::of(path, crate::digest_cache::Content::Reads);
     if let Some(read) = cache.as_ref().and_then(crate::digest_cache::Entry::load) {
         return Ok(read.into_iter().unzip());
     }

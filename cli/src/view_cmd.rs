@@ -109,6 +109,7 @@ pub fn view(args: &ViewArgs) -> Result<i32> {
         size,
         torch_logs,
         whatif,
+        read_cache: Some(std::sync::Arc::new(crate::digest_cache::ViewCache)),
     })?;
     // Without a PNG the output is dropped unwritten: nothing it held before changes.
     if let (Some(mut out), Some(png)) = (shot, viewed.png) {

@@ -168,3 +168,58 @@ fn the_cache_keeps_to_its_size_by_dropping_the_least_recently_used() {
     assert!(foreign.exists(), "what is not ours stays");
     assert_eq!(cache_files(&home).len(), 3, "{:?}", cache_files(&home));
 }
+
+/// `view` keeps its read (with the window's lanes) in a file of its own: a second view of the
+/// same trace reads it and draws the same picture, and the report's cache is another file.
+#[test]
+fn a_second_view_reads_its_own_cache_and_draws_the_same() {
+    let have_xvfb = Command::new("sh")
+        .args(["-c", "command -v xvfb-run"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_xvfb {
+        assert!(std::env::var("CI").is_err(), "xvfb-run is needed under CI");
+        eprintln!("skipped: xvfb-run is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("cache");
+    let trace = trace_in(dir.path());
+    let view = |png: &Path| {
+        let out = Command::new("xvfb-run")
+            .args(["-a", "-s", "-screen 0 1600x1000x24"])
+            .arg(tpuscope())
+            .arg("view")
+            .arg(&trace)
+            .args(["--tab", "timeline", "--screenshot"])
+            .arg(png)
+            .env("LIBGL_ALWAYS_SOFTWARE", "1")
+            .env("XDG_CACHE_HOME", &home)
+            .env("TPUSCOPE_DIGEST_CACHE_MIN_MB", "0")
+            .env_remove("TPUSCOPE_DIGEST_CACHE")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", show(&out));
+    };
+    let (first, second) = (dir.path().join("1.png"), dir.path().join("2.png"));
+    view(&first);
+    let files = cache_files(&home);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].to_string_lossy().ends_with(".view"), "{files:?}");
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let written = inode(&files[0]);
+    view(&second);
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&second).unwrap()
+    );
+    // Read, not written again (a cache file is written to a new file renamed into place).
+    assert_eq!(inode(&files[0]), written);
+    assert_eq!(cache_files(&home), files);
+
+    // The report's read is kept apart, and says what it says without the view's.
+    let with = report(&trace, &home, &[]);
+    assert_eq!(cache_files(&home).len(), 2);
+    let without = report(&trace, &home, &[("TPUSCOPE_DIGEST_CACHE", "0")]);
+    assert_eq!(with.stdout, without.stdout);
+}

@@ -432,6 +432,11 @@ impl App {
             self.set_context(&ui.ctx().clone());
         }
         self.collect();
+        if self.analyzing() {
+            // An analysis started before the window had a context cannot wake it: look again.
+            ui.ctx()
+                .request_repaint_after(std::time::Duration::from_millis(100));
+        }
         let now = ui.input(|i| i.time);
         self.follow_tick(now);
         egui::Panel::top("top").show(ui, |ui| self.top_bar_ui(ui));

@@ -14,6 +14,7 @@ use tpuscope_core::stream::{Skimmed, TraceFile, TraceStream};
 use tpuscope_core::wire::TransferRef;
 use tpuscope_core::{Completeness, ReadError, Trace, TraceBuilder, read_trace, read_traces};
 
+use crate::kept::ReadCache;
 use crate::lanes::{LaneBuilder, SourceLanes};
 
 /// The sample opened when no trace is given: a real JAX run that recompiles its train step.
@@ -64,7 +65,7 @@ enum Records {
 
 /// Which file, as it was: its device, inode, length and change time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FileId {
+pub(crate) struct FileId {
     dev: u64,
     ino: u64,
     len: u64,
@@ -163,6 +164,37 @@ impl Fold {
 }
 
 impl Run {
+    /// A run read back from the cache of reads: its records are in the file at `path`, as it
+    /// was (`read`) when they were kept.
+    pub(crate) fn read_back(
+        trace: Trace,
+        digest: Arc<Digest>,
+        lanes: Arc<SourceLanes>,
+        path: &Path,
+        read: FileId,
+        marks: Vec<u64>,
+    ) -> Run {
+        Run {
+            trace: Arc::new(trace),
+            digest,
+            lanes,
+            records: Records::File {
+                path: path.to_path_buf(),
+                read,
+                marks,
+                last: Mutex::new(None),
+            },
+        }
+    }
+
+    /// The offsets its records are read back from (`None` when they are held).
+    pub(crate) fn marks(&self) -> Option<&[u64]> {
+        match &self.records {
+            Records::Held => None,
+            Records::File { marks, .. } => Some(marks),
+        }
+    }
+
     /// A run whose records are all held.
     pub fn held(trace: Trace) -> Run {
         let (digest, lanes) = LaneBuilder::of(&trace);
@@ -176,12 +208,32 @@ impl Run {
 
     /// The runs of a regular file (one per host of a merged job), read as it streams by: each
     /// event goes into its segment's digest and lanes, and every [`MARK_EVERY`]th one's offset is
-    /// noted for reading records back.
-    fn read_folded(path: &Path) -> Result<Vec<Run>, ReadError> {
+    /// noted for reading records back. A read kept in `cache` is taken from there, and one made
+    /// is kept there.
+    fn read_folded(path: &Path, cache: Option<&dyn ReadCache>) -> Result<Vec<Run>, ReadError> {
         let read = FileId::of(path).map_err(|err| ReadError::Io {
             path: path.display().to_string(),
             err,
         })?;
+        let slot = cache.and_then(|c| c.slot(path));
+        if let Some(runs) = slot
+            .as_ref()
+            .and_then(|s| s.load())
+            .and_then(|bytes| crate::kept::decode(&bytes, path, read))
+        {
+            return Ok(runs);
+        }
+        let runs = Run::read_unkept(path, read)?;
+        if let Some(slot) = slot {
+            let ended = runs
+                .iter()
+                .all(|r| matches!(r.trace.completeness, Completeness::Complete));
+            slot.store(path, ended, &mut |w| crate::kept::write(&runs, w));
+        }
+        Ok(runs)
+    }
+
+    fn read_unkept(path: &Path, read: FileId) -> Result<Vec<Run>, ReadError> {
         let mut folds: Vec<Fold> = Vec::new();
         let traces =
             TraceStream::open(path)?.skim_piped(DigestBuilder::decodes, |segment, frame, r| {
@@ -437,7 +489,7 @@ impl Source {
 
     /// Opens a trace file (the first host of a merged job file); see [`open_all`].
     pub fn open(path: &Path, follow: bool) -> Source {
-        Source::open_each(path, follow)
+        Source::open_each(path, follow, None)
             .into_iter()
             .next()
             .unwrap_or_else(|| {
@@ -449,10 +501,10 @@ impl Source {
     /// The sources of one path. A regular file that will not grow is read as it streams by; one
     /// is followed when `follow` is set (unless it is a merged job file, written whole), or when
     /// it has no end record (its writer may still be running); a FIFO or device is read once.
-    fn open_each(path: &Path, follow: bool) -> Vec<Source> {
+    fn open_each(path: &Path, follow: bool, cache: Option<&dyn ReadCache>) -> Vec<Source> {
         let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
         if regular && (!follow || merged_file(path)) {
-            match Source::read_finished(path) {
+            match Source::read_finished(path, cache) {
                 Some(Ok(sources)) => return sources,
                 Some(Err(s)) => return vec![s],
                 None => {}
@@ -533,8 +585,11 @@ impl Source {
     /// it cannot be read. `None` when it is one trace without an end record (its writer may
     /// still be running: it is followed). Only for a regular file: a FIFO gives its bytes to
     /// one read only.
-    fn read_finished(path: &Path) -> Option<Result<Vec<Source>, Source>> {
-        let runs = match Run::read_folded(path) {
+    fn read_finished(
+        path: &Path,
+        cache: Option<&dyn ReadCache>,
+    ) -> Option<Result<Vec<Source>, Source>> {
+        let runs = match Run::read_folded(path, cache) {
             Ok(r) => r,
             Err(e) => {
                 let label = path.display().to_string();
@@ -594,12 +649,21 @@ impl Source {
 /// Opens every path (the sample when there are none); labels are made unique so that the
 /// report's runs can be matched back to their sources by label.
 pub fn open_all(paths: &[PathBuf], follow: bool) -> Vec<Source> {
+    open_all_with(paths, follow, None)
+}
+
+/// [`open_all`], taking the reads of finished files kept in `cache` and keeping those it makes.
+pub fn open_all_with(
+    paths: &[PathBuf],
+    follow: bool,
+    cache: Option<&dyn ReadCache>,
+) -> Vec<Source> {
     if paths.is_empty() {
         return vec![Source::sample()];
     }
     let mut out: Vec<Source> = Vec::new();
     for p in paths {
-        let sources = Source::open_each(p, follow);
+        let sources = Source::open_each(p, follow, cache);
         push_unique(&mut out, sources);
     }
     out

@@ -11,6 +11,7 @@ use tpuscope_core::event::{Direction, Record};
 use tpuscope_core::wire::TransferRef;
 
 use crate::data::Run;
+use crate::kept::{In, Out};
 
 /// What a span stands for (its colour).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -375,6 +376,12 @@ impl Spans {
             self.event.permute(&order, &mut done);
             self.sorted = true;
         }
+        self.summarize();
+    }
+
+    /// Builds the summary pyramid of the sorted spans.
+    fn summarize(&mut self) {
+        let n = self.len();
         // The first level straight from the spans (a summary per span would be as large as the
         // spans themselves), each next one from the level below.
         self.levels.clear();
@@ -394,6 +401,97 @@ impl Spans {
                 .collect();
             self.levels.push(level);
         }
+    }
+
+    /// Writes the finished spans as they lie (the cache of reads: only this build reads them
+    /// back, [`Spans::read_raw`]); the summaries are built again from them.
+    pub(crate) fn write_raw(&self, o: &mut Out<'_>) {
+        o.u64(self.len() as u64);
+        o.u64(self.start.blocks.len() as u64);
+        for b in &self.start.blocks {
+            match b {
+                Block::Offsets { base, off } => {
+                    o.u8(0);
+                    o.u64(*base);
+                    o.u64(off.len() as u64);
+                    off.iter().for_each(|&v| o.u32(v));
+                }
+                Block::Whole(w) => {
+                    o.u8(1);
+                    o.u64(w.len() as u64);
+                    w.iter().for_each(|&v| o.u64(v));
+                }
+            }
+        }
+        self.dur.slices().flatten().for_each(|&v| o.u32(v));
+        self.kind.slices().flatten().for_each(|&k| o.u8(k as u8));
+        self.event.slices().flatten().for_each(|&v| o.u32(v));
+        let mut wide: Vec<(u32, u64)> = self.wide.iter().map(|(&e, &d)| (e, d)).collect();
+        wide.sort_unstable();
+        o.u64(wide.len() as u64);
+        for (e, d) in wide {
+            o.u32(e);
+            o.u64(d);
+        }
+    }
+
+    /// What [`Spans::write_raw`] wrote; `None` for anything that does not hang together.
+    pub(crate) fn read_raw(d: &mut In<'_>) -> Option<Spans> {
+        let n = d.len()?;
+        let mut start = Starts {
+            blocks: Vec::new(),
+            len: 0,
+        };
+        for _ in 0..d.len()? {
+            let block = match d.u8()? {
+                0 => {
+                    let base = d.u64()?;
+                    let n = d.len()?;
+                    Block::Offsets {
+                        base,
+                        off: d.u32s(n)?,
+                    }
+                }
+                1 => {
+                    let n = d.len()?;
+                    Block::Whole(d.u64s(n)?)
+                }
+                _ => return None,
+            };
+            let len = match &block {
+                Block::Offsets { off, .. } => off.len(),
+                Block::Whole(w) => w.len(),
+            };
+            // Every block full but the last, as `Starts::push` leaves them.
+            if !start.len.is_multiple_of(BLOCK) || len == 0 || len > BLOCK {
+                return None;
+            }
+            start.len += len;
+            start.blocks.push(block);
+        }
+        if start.len != n {
+            return None;
+        }
+        let mut s = Spans {
+            start,
+            sorted: true,
+            ..Spans::default()
+        };
+        s.dur.extend_from_slice(&d.u32s(n)?);
+        let kinds = d
+            .bytes(n)?
+            .iter()
+            .map(|&k| Kind::ALL.get(usize::from(k)).copied())
+            .collect::<Option<Vec<Kind>>>()?;
+        s.kind.extend_from_slice(&kinds);
+        drop(kinds);
+        s.event.extend_from_slice(&d.u32s(n)?);
+        for _ in 0..d.len()? {
+            let (e, dur) = (d.u32()?, d.u64()?);
+            s.wide.insert(e, dur);
+        }
+        s.summarize();
+        Some(s)
     }
 
     #[cfg(test)]
@@ -872,6 +970,43 @@ pub struct SourceLanes {
     pub lanes: Vec<(LaneKey, Arc<Spans>)>,
 }
 
+impl SourceLanes {
+    /// Writes the lanes as they lie, for [`SourceLanes::read_raw`] (the cache of reads).
+    pub(crate) fn write_raw(&self, o: &mut Out<'_>) {
+        o.u64(self.origin);
+        o.u64(self.lanes.len() as u64);
+        for (key, spans) in &self.lanes {
+            match *key {
+                LaneKey::Thread(t) => {
+                    o.u8(0);
+                    o.u64(u64::from(t));
+                }
+                LaneKey::Device(d) => {
+                    o.u8(1);
+                    o.u64(d.cast_unsigned());
+                }
+            }
+            spans.write_raw(o);
+        }
+    }
+
+    /// What [`SourceLanes::write_raw`] wrote; `None` for anything else.
+    pub(crate) fn read_raw(d: &mut In<'_>) -> Option<SourceLanes> {
+        let origin = d.u64()?;
+        let n = d.len()?;
+        let mut lanes = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            let key = match d.u8()? {
+                0 => LaneKey::Thread(u32::try_from(d.u64()?).ok()?),
+                1 => LaneKey::Device(d.u64()?.cast_signed()),
+                _ => return None,
+            };
+            lanes.push((key, Arc::new(Spans::read_raw(d)?)));
+        }
+        Some(SourceLanes { origin, lanes })
+    }
+}
+
 /// The spans of one source gathered record by record, by lane, as its events stream by (what
 /// is kept of a record is its span, not the record).
 #[derive(Clone, Default)]
@@ -1060,6 +1195,14 @@ mod tests {
                 .map(|(i, &(a, b))| (a, b, Kind::Execute, i as u32))
                 .collect(),
         )
+    }
+
+    /// The cache of reads writes a kind as its number and reads it back by its place in `ALL`.
+    #[test]
+    fn every_kind_is_at_its_number_in_all() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::ALL[k as usize], k);
+        }
     }
 
     #[test]

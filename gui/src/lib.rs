@@ -11,6 +11,7 @@ pub mod describe;
 pub mod flame;
 pub mod fmt;
 pub mod hbm;
+pub mod kept;
 pub mod lanes;
 pub mod recompiles;
 pub mod summary;
@@ -56,6 +57,8 @@ pub struct ViewOptions {
     /// dynamo's logs of the traces (TORCH_TRACE), read by the caller.
     pub torch_logs: Vec<tpuscope_analyzers::torch_trace::TorchLogs>,
     pub whatif: WhatIfSetup,
+    /// Where the reads of long finished traces are kept between opens (none: nothing is kept).
+    pub read_cache: Option<Arc<dyn kept::ReadCache>>,
 }
 
 /// The What-if tab's start.
@@ -87,7 +90,7 @@ const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Opens the window; returns when it is closed, or with the PNG of a screenshot.
 pub fn run(opts: ViewOptions) -> anyhow::Result<Viewed> {
-    let sources = data::open_all(&opts.traces, opts.follow);
+    let sources = data::open_all_with(&opts.traces, opts.follow, opts.read_cache.as_deref());
     let errors: Vec<&str> = sources.iter().filter_map(|s| s.error.as_deref()).collect();
     if opts.screenshot && !errors.is_empty() {
         // A picture of an error screen, or of some of the traces, is not what was asked for.
@@ -132,11 +135,12 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<Viewed> {
         .filter(|s| s.is_live())
         .filter_map(|s| s.path.clone())
         .collect();
+    // Made (and its analysis started) before the window: they run while the window opens.
+    let mut app = App::with_torch_logs(sources, tab, true, torch_logs);
     eframe::run_native(
         "tpuscope",
         native,
         Box::new(move |cc| {
-            let mut app = App::with_torch_logs(sources, tab, true, torch_logs);
             app.whatif = whatif::WhatIf::new(whatif_setup.launcher, whatif_setup.report);
             app.set_context(&cc.egui_ctx);
             if let Some(t) = whatif_setup.start {

@@ -215,3 +215,122 @@ fn following_what_is_not_a_trace_is_refused() {
         }
     }
 }
+
+/// A cache of reads held in memory: one slot, whatever the path (the cli's is keyed by file).
+#[derive(Debug, Default)]
+struct MemCache {
+    bytes: std::sync::Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+    stores: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+struct MemSlot {
+    bytes: std::sync::Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+    stores: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl tpuscope_gui::kept::ReadCache for MemCache {
+    fn slot(&self, _path: &Path) -> Option<Box<dyn tpuscope_gui::kept::CacheSlot>> {
+        Some(Box::new(MemSlot {
+            bytes: self.bytes.clone(),
+            stores: self.stores.clone(),
+        }))
+    }
+}
+
+impl tpuscope_gui::kept::CacheSlot for MemSlot {
+    fn load(&self) -> Option<Vec<u8>> {
+        self.bytes.lock().unwrap().clone()
+    }
+
+    fn store(
+        &self,
+        _path: &Path,
+        _ended: bool,
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) {
+        let mut out = Vec::new();
+        write(&mut out).unwrap();
+        *self.bytes.lock().unwrap() = Some(out);
+        self.stores
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The report the window shows of `sources`, as JSON.
+fn report_json(sources: &[data::Source]) -> String {
+    let labels: Vec<String> = sources.iter().map(|s| s.label.clone()).collect();
+    let runs: Vec<_> = sources.iter().map(data::Source::run).collect();
+    let a = tpuscope_gui::analysis::Analysis::compute(&labels, &runs, &[]);
+    serde_json::to_string_pretty(&a.report).unwrap()
+}
+
+/// A finished file opened again from the cache of reads is the run read the first time: the
+/// same lanes, digest, records read back and report; bytes that are not what was kept (cut or
+/// changed) are not believed: the file is read again.
+#[test]
+fn a_run_kept_in_the_cache_opens_as_the_run_read() {
+    let mut kept_runs = 0;
+    for path in samples() {
+        if read_traces_file(&path).is_err() {
+            continue;
+        }
+        let cache = MemCache::default();
+        let paths = std::slice::from_ref(&path);
+        let read = data::open_all_with(paths, false, Some(&cache));
+        let Some(bytes) = cache.bytes.lock().unwrap().clone() else {
+            // Not kept: one still written to (no end record), followed.
+            assert!(read.iter().all(data::Source::is_live), "{}", path.display());
+            continue;
+        };
+        let again = data::open_all_with(paths, false, Some(&cache));
+        assert_eq!(
+            cache.stores.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "{}: read from the cache, not kept again",
+            path.display()
+        );
+        assert_eq!(read.len(), again.len());
+        for (a, b) in read.iter().zip(&again) {
+            let what = format!("{} ({})", path.display(), a.label);
+            assert_eq!(a.label, b.label);
+            let (ra, rb) = (a.run().unwrap(), b.run().unwrap());
+            assert_eq!(*ra.lanes, *rb.lanes, "{what}: lanes");
+            assert_eq!(ra.digest.events, rb.digest.events, "{what}");
+            assert_eq!(ra.digest.others, rb.digest.others, "{what}: kept records");
+            assert!(
+                ra.digest.launches().eq(rb.digest.launches()),
+                "{what}: launches"
+            );
+            assert_eq!(ra.trace.strings, rb.trace.strings, "{what}: strings");
+            for e in 0..ra.digest.events {
+                let (x, y) = (ra.record(e).unwrap(), rb.record(e).unwrap());
+                assert!(*x == *y, "{what}: record {e}");
+            }
+            kept_runs += 1;
+        }
+        assert_eq!(
+            report_json(&read),
+            report_json(&again),
+            "{}",
+            path.display()
+        );
+        // A cut or changed cache is read as no cache: the file is read, and kept again.
+        for bad in [bytes[..bytes.len() - 1].to_vec(), {
+            let mut b = bytes.clone();
+            let at = b.len() - 20;
+            b[at] ^= 1;
+            b
+        }] {
+            *cache.bytes.lock().unwrap() = Some(bad);
+            let reread = data::open_all_with(paths, false, Some(&cache));
+            assert_eq!(
+                report_json(&read),
+                report_json(&reread),
+                "{}",
+                path.display()
+            );
+        }
+        assert_eq!(cache.stores.load(std::sync::atomic::Ordering::Relaxed), 3);
+    }
+    assert!(kept_runs >= 8, "only {kept_runs} runs were kept");
+}
