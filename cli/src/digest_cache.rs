@@ -78,6 +78,15 @@ impl Entry {
 
     /// The bytes kept for this very file (and this binary), when there are.
     fn load_bytes(&self) -> Option<Vec<u8>> {
+        let (mut f, len) = self.open_body()?;
+        let mut bytes = Vec::with_capacity(usize::try_from(len).ok()?.saturating_sub(HEAD_LEN));
+        f.read_to_end(&mut bytes).ok()?;
+        Some(bytes)
+    }
+
+    /// The cache file, read past its stamp, and its length, when it is this very file's (and
+    /// this binary's). Marked used: the last to go when the cache is trimmed.
+    fn open_body(&self) -> Option<(std::fs::File, u64)> {
         let mut f = std::fs::File::open(&self.file).ok()?;
         let meta = f.metadata().ok()?;
         if !meta.is_file() || meta.len() > self.settings.cap_bytes {
@@ -89,12 +98,8 @@ impl Entry {
         if head[..] != header(&self.stamp)[..] {
             return None;
         }
-        let body_len = usize::try_from(meta.len()).ok()?.checked_sub(HEAD_LEN)?;
-        let mut bytes = Vec::with_capacity(body_len);
-        f.read_to_end(&mut bytes).ok()?;
-        // Used: the last to go when the cache is trimmed.
         let _ = f.set_modified(SystemTime::now());
-        Some(bytes)
+        Some((f, meta.len()))
     }
 
     /// Keeps `read`, the trace at `path` as read since [`Entry::of`], when it is worth keeping
@@ -290,8 +295,9 @@ impl tpuscope_gui::kept::ReadCache for ViewCache {
 }
 
 impl tpuscope_gui::kept::CacheSlot for Entry {
-    fn load(&self) -> Option<Vec<u8>> {
-        self.load_bytes()
+    fn open(&self) -> Option<(Box<dyn tpuscope_gui::kept::ReadSeek>, std::ops::Range<u64>)> {
+        let (f, len) = self.open_body()?;
+        Some((Box::new(f), HEAD_LEN as u64..len))
     }
 
     fn store(

@@ -218,8 +218,8 @@ impl Run {
         let slot = cache.and_then(|c| c.slot(path));
         if let Some(runs) = slot
             .as_ref()
-            .and_then(|s| s.load())
-            .and_then(|bytes| crate::kept::decode(&bytes, path, read))
+            .and_then(|s| s.open())
+            .and_then(|(mut src, at)| crate::kept::decode(&mut *src, at, path, read))
         {
             return Ok(runs);
         }

@@ -8,7 +8,8 @@
 //! they lie in memory (only the build that wrote them reads them: the cache names the binary),
 //! with an XXH3 of their own, then the length of the reads part.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,6 +17,11 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::data::{FileId, Run};
 use crate::lanes::SourceLanes;
+
+/// What a kept read is read from (a file).
+pub trait ReadSeek: Read + Seek + Send {}
+
+impl<T: Read + Seek + Send> ReadSeek for T {}
 
 /// Where what reading a long trace made is kept between opens.
 pub trait ReadCache: Send + Sync + std::fmt::Debug {
@@ -26,8 +32,9 @@ pub trait ReadCache: Send + Sync + std::fmt::Debug {
 
 /// One trace's place in a [`ReadCache`].
 pub trait CacheSlot {
-    /// The bytes kept for this very file (as it was when the slot was looked up), if any.
-    fn load(&self) -> Option<Vec<u8>>;
+    /// What was kept for this very file (as it was when the slot was looked up), if anything:
+    /// a reader of it and where in it those bytes lie.
+    fn open(&self) -> Option<(Box<dyn ReadSeek>, Range<u64>)>;
 
     /// Keeps what `write` writes, unless the file at `path` changed since the slot was looked
     /// up or may still grow (`ended`: every part of it has its end record).
@@ -58,19 +65,29 @@ pub(crate) fn write(runs: &[Run], out: &mut dyn Write) -> io::Result<()> {
     o.out.write_all(&reads_len.to_le_bytes())
 }
 
-/// The runs [`write`] wrote of the file at `path` (read as `read`); `None` for any other bytes.
-pub(crate) fn decode(bytes: &[u8], path: &Path, read: FileId) -> Option<Vec<Run>> {
-    let (body, reads_len) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
-    let reads_len = usize::try_from(u64::from_le_bytes(reads_len.try_into().ok()?)).ok()?;
-    let (reads, kept) = body.split_at_checked(reads_len)?;
-    let (kept, sum) = kept.split_at_checked(kept.len().checked_sub(8)?)?;
-    if xxhash_rust::xxh3::xxh3_64(kept).to_le_bytes() != *sum {
-        return None;
-    }
-    // The two parts at once: the reads on another core while this one takes the lanes.
+/// The runs [`write`] wrote of the file at `path` (read as `read`), from `at` in `src`; `None`
+/// for any other bytes. The lanes are read as they come, a piece at a time, while the reads
+/// decode on another core: what is held besides the runs is the reads' bytes.
+pub(crate) fn decode(
+    src: &mut dyn ReadSeek,
+    at: Range<u64>,
+    path: &Path,
+    read: FileId,
+) -> Option<Vec<Run>> {
+    let len = at.end.checked_sub(at.start)?;
+    src.seek(SeekFrom::Start(at.end.checked_sub(8)?)).ok()?;
+    let mut word = [0u8; 8];
+    src.read_exact(&mut word).ok()?;
+    let reads_len = u64::from_le_bytes(word);
+    // The reads, then the lanes and their sum, then the reads' length.
+    let lanes_len = len.checked_sub(reads_len)?.checked_sub(16)?;
+    src.seek(SeekFrom::Start(at.start)).ok()?;
+    let mut reads = vec![0u8; usize::try_from(reads_len).ok()?];
+    src.read_exact(&mut reads).ok()?;
     let (reads, kept) = std::thread::scope(|s| {
-        let reads = s.spawn(|| tpuscope_analyzers::saved::decode(reads));
-        let kept = lanes_of(kept);
+        let reads = s.spawn(move || tpuscope_analyzers::saved::decode(&reads));
+        let mut d = In::new(&mut *src, lanes_len);
+        let kept = lanes_of(&mut d).filter(|_| d.sum_matches());
         (reads.join().ok().flatten(), kept)
     });
     let (reads, kept) = (reads?, kept?);
@@ -88,14 +105,14 @@ pub(crate) fn decode(bytes: &[u8], path: &Path, read: FileId) -> Option<Vec<Run>
     )
 }
 
-/// Each run's marks and lanes, to the end of the bytes.
-fn lanes_of(bytes: &[u8]) -> Option<Vec<(Vec<u64>, SourceLanes)>> {
-    let mut d = In { b: bytes };
+/// Each run's marks and lanes, to the end of the part.
+fn lanes_of(d: &mut In<'_>) -> Option<Vec<(Vec<u64>, SourceLanes)>> {
     let mut out = Vec::new();
-    while !d.b.is_empty() {
+    while !d.is_empty() {
         let n = d.len()?;
-        let marks = d.u64s(n)?;
-        out.push((marks, SourceLanes::read_raw(&mut d)?));
+        let mut marks = Vec::with_capacity(n);
+        d.words(n, |w: [u8; 8]| marks.push(u64::from_le_bytes(w)))?;
+        out.push((marks, SourceLanes::read_raw(d)?));
     }
     Some(out)
 }
@@ -179,16 +196,59 @@ impl<'a> Out<'a> {
     }
 }
 
-/// A cursor over what [`Out`] wrote: every read is `None` past the end.
+/// A reader of what [`Out`] wrote, a piece at a time, summing what it reads (every read is
+/// `None` past the part's end or on an error).
 pub(crate) struct In<'a> {
-    b: &'a [u8],
+    src: &'a mut dyn Read,
+    buf: Vec<u8>,
+    /// What of `buf` is not taken yet.
+    pos: usize,
+    end: usize,
+    /// Bytes of the part not read into `buf` yet.
+    left: u64,
+    sum: Xxh3,
 }
 
-impl In<'_> {
+/// Bytes read from the source at a time.
+const PIECE: usize = 1 << 20;
+
+impl<'a> In<'a> {
+    fn new(src: &'a mut dyn Read, len: u64) -> In<'a> {
+        In {
+            src,
+            buf: vec![0; PIECE],
+            pos: 0,
+            end: 0,
+            left: len,
+            sum: Xxh3::new(),
+        }
+    }
+
+    /// Makes at least `n` (≤ [`PIECE`]) bytes ready in `buf`.
+    fn fill(&mut self, n: usize) -> Option<()> {
+        if self.end - self.pos >= n {
+            return Some(());
+        }
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.end -= self.pos;
+        self.pos = 0;
+        let want = usize::try_from(self.left)
+            .unwrap_or(usize::MAX)
+            .min(PIECE - self.end);
+        let got = &mut self.buf[self.end..self.end + want];
+        self.src.read_exact(got).ok()?;
+        self.sum.update(got);
+        self.end += want;
+        self.left -= want as u64;
+        (self.end >= n).then_some(())
+    }
+
     fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (head, rest) = self.b.split_first_chunk::<N>()?;
-        self.b = rest;
-        Some(*head)
+        self.fill(N)?;
+        let (head, _) = self.buf[self.pos..self.end].split_first_chunk::<N>()?;
+        let head = *head;
+        self.pos += N;
+        Some(head)
     }
 
     pub(crate) fn u8(&mut self) -> Option<u8> {
@@ -203,38 +263,116 @@ impl In<'_> {
         self.take().map(u64::from_le_bytes)
     }
 
-    /// `n` bytes.
-    pub(crate) fn bytes(&mut self, n: usize) -> Option<&[u8]> {
-        let (head, rest) = self.b.split_at_checked(n)?;
-        self.b = rest;
-        Some(head)
+    /// Hands `n` words of `N` bytes to `each` in turn, a piece at a time.
+    pub(crate) fn words<const N: usize>(
+        &mut self,
+        n: usize,
+        mut each: impl FnMut([u8; N]),
+    ) -> Option<()> {
+        self.pieces::<N>(n, |bytes| {
+            for w in bytes.chunks_exact(N) {
+                let mut word = [0u8; N];
+                word.copy_from_slice(w);
+                each(word);
+            }
+        })
     }
 
-    /// `n` words of 4 bytes, in one pass over their bytes.
-    pub(crate) fn u32s(&mut self, n: usize) -> Option<Vec<u32>> {
-        let b = self.bytes(n.checked_mul(4)?)?;
-        Some(
-            b.chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        )
+    /// Hands the bytes of `n` words of `N` bytes to `each`, as many whole words at a time as a
+    /// piece holds.
+    pub(crate) fn pieces<const N: usize>(
+        &mut self,
+        n: usize,
+        mut each: impl FnMut(&[u8]),
+    ) -> Option<()> {
+        let mut left = n;
+        while left > 0 {
+            self.fill(N)?;
+            let ready = ((self.end - self.pos) / N).min(left);
+            each(&self.buf[self.pos..self.pos + ready * N]);
+            self.pos += ready * N;
+            left -= ready;
+        }
+        Some(())
     }
 
-    /// `n` words of 8 bytes.
-    pub(crate) fn u64s(&mut self, n: usize) -> Option<Vec<u64>> {
-        let b = self.bytes(n.checked_mul(8)?)?;
-        Some(
-            b.chunks_exact(8)
-                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-        )
+    /// Whether the part is read to its end.
+    fn is_empty(&self) -> bool {
+        self.pos == self.end && self.left == 0
+    }
+
+    /// After the part: whether the sum that follows it is the sum of what was read.
+    fn sum_matches(&mut self) -> bool {
+        let mut sum = [0u8; 8];
+        self.is_empty()
+            && self.src.read_exact(&mut sum).is_ok()
+            && self.sum.digest().to_le_bytes() == sum
     }
 
     /// A count of items that follow: each takes at least a byte, so no more than are left
     /// (a count read from bad bytes never makes a large allocation).
     pub(crate) fn len(&mut self) -> Option<usize> {
-        usize::try_from(self.u64()?)
-            .ok()
-            .filter(|&n| n <= self.b.len())
+        let n = self.u64()?;
+        let left = (self.end - self.pos) as u64 + self.left;
+        usize::try_from(n).ok().filter(|_| n <= left)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Words written by `Out` read back by `In` across many pieces (a long trace's lanes are
+    /// hundreds of pieces; the samples' fit in one), and a changed byte fails the sum.
+    #[test]
+    fn words_read_back_across_pieces() {
+        let n = 700_000usize;
+        let mut bytes = Vec::new();
+        let mut o = Out::new(&mut bytes);
+        o.u64(n as u64);
+        (0..n).for_each(|i| o.u32(i as u32 ^ 0x9e37_79b9));
+        o.u8(7);
+        (0..n).for_each(|i| o.u64((i as u64) << 33 | 5));
+        o.finish().unwrap();
+        let part = bytes.len() as u64 - 8;
+        assert!(part > 3 * PIECE as u64);
+
+        let read = |bytes: &[u8]| {
+            let mut src = std::io::Cursor::new(bytes.to_vec());
+            let mut d = In::new(&mut src, part);
+            let count = d.len()?;
+            let mut small = Vec::new();
+            d.pieces::<4>(count, |b| {
+                small.extend(
+                    b.chunks_exact(4)
+                        .map(|w| u32::from_le_bytes(w.try_into().unwrap())),
+                )
+            })?;
+            let mark = d.u8()?;
+            let mut large = Vec::new();
+            d.words(count, |w| large.push(u64::from_le_bytes(w)))?;
+            Some((small, mark, large, d.is_empty(), d.sum_matches()))
+        };
+        let (small, mark, large, empty, sum) = read(&bytes).unwrap();
+        assert!(
+            small
+                .iter()
+                .enumerate()
+                .all(|(i, &v)| v == i as u32 ^ 0x9e37_79b9)
+        );
+        assert_eq!(mark, 7);
+        assert!(
+            large
+                .iter()
+                .enumerate()
+                .all(|(i, &v)| v == (i as u64) << 33 | 5)
+        );
+        assert_eq!((small.len(), large.len(), empty, sum), (n, n, true, true));
+
+        let mut changed = bytes.clone();
+        changed[2 * PIECE + 3] ^= 1;
+        assert!(!read(&changed).unwrap().4);
+        // Cut: the words run past the end.
+        assert!(read(&bytes[..PIECE]).is_none());
     }
 }

@@ -447,14 +447,15 @@ impl Spans {
                 0 => {
                     let base = d.u64()?;
                     let n = d.len()?;
-                    Block::Offsets {
-                        base,
-                        off: d.u32s(n)?,
-                    }
+                    let mut off = Vec::with_capacity(n);
+                    d.words(n, |w| off.push(u32::from_le_bytes(w)))?;
+                    Block::Offsets { base, off }
                 }
                 1 => {
                     let n = d.len()?;
-                    Block::Whole(d.u64s(n)?)
+                    let mut whole = Vec::with_capacity(n);
+                    d.words(n, |w| whole.push(u64::from_le_bytes(w)))?;
+                    Block::Whole(whole)
                 }
                 _ => return None,
             };
@@ -477,15 +478,34 @@ impl Spans {
             sorted: true,
             ..Spans::default()
         };
-        s.dur.extend_from_slice(&d.u32s(n)?);
-        let kinds = d
-            .bytes(n)?
-            .iter()
-            .map(|&k| Kind::ALL.get(usize::from(k)).copied())
-            .collect::<Option<Vec<Kind>>>()?;
-        s.kind.extend_from_slice(&kinds);
-        drop(kinds);
-        s.event.extend_from_slice(&d.u32s(n)?);
+        // A piece at a time through `scratch`: a column grows by whole slices.
+        let mut scratch: Vec<u32> = Vec::new();
+        let mut words = |d: &mut In<'_>, col: &mut Column<u32>| {
+            d.pieces::<4>(n, |b| {
+                scratch.clear();
+                scratch.extend(
+                    b.chunks_exact(4)
+                        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
+                );
+                col.extend_from_slice(&scratch);
+            })
+        };
+        words(d, &mut s.dur)?;
+        let mut kinds: Vec<Kind> = Vec::new();
+        let mut bad = false;
+        d.pieces::<1>(n, |b| {
+            kinds.clear();
+            kinds.extend(
+                b.iter()
+                    .map_while(|&k| Kind::ALL.get(usize::from(k)).copied()),
+            );
+            bad |= kinds.len() != b.len();
+            s.kind.extend_from_slice(&kinds);
+        })?;
+        if bad {
+            return None;
+        }
+        words(d, &mut s.event)?;
         for _ in 0..d.len()? {
             let (e, dur) = (d.u32()?, d.u64()?);
             s.wide.insert(e, dur);

@@ -238,8 +238,10 @@ impl tpuscope_gui::kept::ReadCache for MemCache {
 }
 
 impl tpuscope_gui::kept::CacheSlot for MemSlot {
-    fn load(&self) -> Option<Vec<u8>> {
-        self.bytes.lock().unwrap().clone()
+    fn open(&self) -> Option<(Box<dyn tpuscope_gui::kept::ReadSeek>, std::ops::Range<u64>)> {
+        let bytes = self.bytes.lock().unwrap().clone()?;
+        let len = bytes.len() as u64;
+        Some((Box::new(std::io::Cursor::new(bytes)), 0..len))
     }
 
     fn store(
