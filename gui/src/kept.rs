@@ -58,7 +58,7 @@ pub(crate) fn write(runs: &[Run], out: &mut dyn Write) -> io::Result<()> {
     for r in runs {
         let marks = r.marks().unwrap_or_default();
         o.u64(marks.len() as u64);
-        marks.iter().for_each(|&m| o.u64(m));
+        o.u64s(marks);
         r.lanes.write_raw(&mut o);
     }
     o.finish()?;
@@ -156,7 +156,7 @@ impl<'a> Out<'a> {
         }
     }
 
-    fn bytes(&mut self, b: &[u8]) {
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.buf.extend_from_slice(b);
         if self.buf.len() >= FLUSH_AT {
             self.flush();
@@ -183,6 +183,24 @@ impl<'a> Out<'a> {
 
     pub(crate) fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
+    }
+
+    /// Words in order, as [`Out::u32`] each: a slice at a time where memory is little-endian.
+    pub(crate) fn u32s(&mut self, v: &[u32]) {
+        if cfg!(target_endian = "little") {
+            self.bytes(bytemuck::cast_slice(v));
+        } else {
+            v.iter().for_each(|&w| self.u32(w));
+        }
+    }
+
+    /// Words in order, as [`Out::u64`] each.
+    pub(crate) fn u64s(&mut self, v: &[u64]) {
+        if cfg!(target_endian = "little") {
+            self.bytes(bytemuck::cast_slice(v));
+        } else {
+            v.iter().for_each(|&w| self.u64(w));
+        }
     }
 
     /// Flushes what is buffered and writes the sum of all of it.

@@ -414,18 +414,23 @@ impl Spans {
                     o.u8(0);
                     o.u64(*base);
                     o.u64(off.len() as u64);
-                    off.iter().for_each(|&v| o.u32(v));
+                    o.u32s(off);
                 }
                 Block::Whole(w) => {
                     o.u8(1);
                     o.u64(w.len() as u64);
-                    w.iter().for_each(|&v| o.u64(v));
+                    o.u64s(w);
                 }
             }
         }
-        self.dur.slices().flatten().for_each(|&v| o.u32(v));
-        self.kind.slices().flatten().for_each(|&k| o.u8(k as u8));
-        self.event.slices().flatten().for_each(|&v| o.u32(v));
+        self.dur.slices().for_each(|v| o.u32s(v));
+        let mut kinds = Vec::new();
+        for k in self.kind.slices() {
+            kinds.clear();
+            kinds.extend(k.iter().map(|&k| k as u8));
+            o.bytes(&kinds);
+        }
+        self.event.slices().for_each(|v| o.u32s(v));
         let mut wide: Vec<(u32, u64)> = self.wide.iter().map(|(&e, &d)| (e, d)).collect();
         wide.sort_unstable();
         o.u64(wide.len() as u64);
