@@ -27,19 +27,14 @@ pub fn write<'a, W: std::io::Write>(
     reads: impl ExactSizeIterator<Item = (&'a Trace, &'a Digest)>,
     out: W,
 ) -> std::io::Result<()> {
-    let mut e = Enc {
-        buf: Vec::with_capacity(FLUSH_AT + 4096),
-        out,
-        sum: xxhash_rust::xxh3::Xxh3::new(),
-        failed: None,
-    };
+    let mut e = Enc(Summed::new(out));
     e.u(VERSION);
     e.u(reads.len() as u64);
     for (t, d) in reads {
         trace(&mut e, t);
         digest(&mut e, d);
     }
-    e.finish()
+    e.0.finish().map(drop)
 }
 
 /// What [`write`] wrote; `None` for any other bytes (another version, a cut or changed file).
@@ -369,18 +364,36 @@ fn read_digest(d: &mut Dec<'_>) -> Option<Digest> {
     Some(g)
 }
 
-/// Bytes past which [`Enc`] hands what it made to its output.
+/// Bytes past which [`Summed`] hands what it made to its output.
 const FLUSH_AT: usize = 1 << 20;
 
-struct Enc<W> {
+/// A buffered writer that sums what goes through it (XXH3) and ends with that sum: what the
+/// cache of reads is written through (here and in the window's part, `gui::kept`). A failed
+/// write is kept, nothing is written after it, and [`Summed::finish`] returns it: the writers
+/// push without a `?` at every word.
+pub struct Summed<W> {
     buf: Vec<u8>,
     out: W,
     sum: xxhash_rust::xxh3::Xxh3,
-    /// The first write that failed: nothing is written after it.
     failed: Option<std::io::Error>,
 }
 
-impl<W: std::io::Write> Enc<W> {
+impl<W: std::io::Write> Summed<W> {
+    pub fn new(out: W) -> Summed<W> {
+        Summed {
+            buf: Vec::with_capacity(FLUSH_AT + 4096),
+            out,
+            sum: xxhash_rust::xxh3::Xxh3::new(),
+            failed: None,
+        }
+    }
+
+    /// Bytes as they are.
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+        self.flush_if_full();
+    }
+
     fn flush_if_full(&mut self) {
         if self.buf.len() >= FLUSH_AT {
             self.flush();
@@ -397,7 +410,8 @@ impl<W: std::io::Write> Enc<W> {
         self.buf.clear();
     }
 
-    fn finish(mut self) -> std::io::Result<()> {
+    /// Writes what is buffered and the sum of all of it; gives the output back.
+    pub fn finish(mut self) -> std::io::Result<W> {
         self.flush();
         let sum = self.sum.digest();
         self.buf.extend_from_slice(&sum.to_le_bytes());
@@ -406,12 +420,17 @@ impl<W: std::io::Write> Enc<W> {
         {
             self.failed = Some(err);
         }
-        self.failed.map_or(Ok(()), Err)
+        self.failed.map_or(Ok(self.out), Err)
     }
+}
 
+/// [`Summed`] with the words the reads are written in.
+struct Enc<W>(Summed<W>);
+
+impl<W: std::io::Write> Enc<W> {
     fn u(&mut self, v: u64) {
-        encode_varint(v, &mut self.buf);
-        self.flush_if_full();
+        encode_varint(v, &mut self.0.buf);
+        self.0.flush_if_full();
     }
 
     /// Zigzag: small differences either way take a byte or two.
@@ -431,8 +450,7 @@ impl<W: std::io::Write> Enc<W> {
 
     /// Bytes as they are, their length written before by the caller.
     fn raw(&mut self, b: &[u8]) {
-        self.buf.extend_from_slice(b);
-        self.flush_if_full();
+        self.0.bytes(b);
     }
 
     fn bytes(&mut self, b: &[u8]) {
@@ -446,8 +464,8 @@ impl<W: std::io::Write> Enc<W> {
             Some(m) => {
                 self.u(1);
                 self.u(m.encoded_len() as u64);
-                m.encode_raw(&mut self.buf);
-                self.flush_if_full();
+                m.encode_raw(&mut self.0.buf);
+                self.0.flush_if_full();
             }
         }
     }

@@ -13,6 +13,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
+use tpuscope_analyzers::saved::Summed;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::data::{FileId, Run};
@@ -61,8 +62,7 @@ pub(crate) fn write(runs: &[Run], out: &mut dyn Write) -> io::Result<()> {
         o.u64s(marks);
         r.lanes.write_raw(&mut o);
     }
-    o.finish()?;
-    o.out.write_all(&reads_len.to_le_bytes())
+    o.finish()?.write_all(&reads_len.to_le_bytes())
 }
 
 /// The runs [`write`] wrote of the file at `path` (read as `read`), from `at` in `src`; `None`
@@ -135,42 +135,16 @@ impl Write for Counted<'_> {
     }
 }
 
-/// Buffered little-endian words with their XXH3 (the first error is kept and returned by
-/// [`Out::finish`]: the raw writers push without a `?` at every word).
-pub(crate) struct Out<'a> {
-    buf: Vec<u8>,
-    out: &'a mut dyn Write,
-    sum: Xxh3,
-    failed: Option<io::Error>,
-}
-
-const FLUSH_AT: usize = 1 << 20;
+/// Little-endian words, buffered and summed ([`Summed`]).
+pub(crate) struct Out<'a>(Summed<&'a mut dyn Write>);
 
 impl<'a> Out<'a> {
     fn new(out: &'a mut dyn Write) -> Out<'a> {
-        Out {
-            buf: Vec::with_capacity(FLUSH_AT + 64),
-            out,
-            sum: Xxh3::new(),
-            failed: None,
-        }
+        Out(Summed::new(out))
     }
 
     pub(crate) fn bytes(&mut self, b: &[u8]) {
-        self.buf.extend_from_slice(b);
-        if self.buf.len() >= FLUSH_AT {
-            self.flush();
-        }
-    }
-
-    fn flush(&mut self) {
-        self.sum.update(&self.buf);
-        if self.failed.is_none()
-            && let Err(e) = self.out.write_all(&self.buf)
-        {
-            self.failed = Some(e);
-        }
-        self.buf.clear();
+        self.0.bytes(b);
     }
 
     pub(crate) fn u8(&mut self, v: u8) {
@@ -203,14 +177,9 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Flushes what is buffered and writes the sum of all of it.
-    fn finish(&mut self) -> io::Result<()> {
-        self.flush();
-        if let Some(e) = self.failed.take() {
-            return Err(e);
-        }
-        let sum = self.sum.digest().to_le_bytes();
-        self.out.write_all(&sum)
+    /// Writes what is buffered and the sum of all of it; gives the output back.
+    fn finish(self) -> io::Result<&'a mut dyn Write> {
+        self.0.finish()
     }
 }
 
