@@ -173,13 +173,7 @@ fn the_cache_keeps_to_its_size_by_dropping_the_least_recently_used() {
 /// same trace reads it and draws the same picture, and the report's cache is another file.
 #[test]
 fn a_second_view_reads_its_own_cache_and_draws_the_same() {
-    let have_xvfb = Command::new("sh")
-        .args(["-c", "command -v xvfb-run"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have_xvfb {
-        assert!(std::env::var("CI").is_err(), "xvfb-run is needed under CI");
-        eprintln!("skipped: xvfb-run is not installed");
+    if !common::have_xvfb() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -9,6 +9,8 @@
 //! it. The cases that render a window need xvfb-run and say why they skip without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::{Read, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -26,17 +28,6 @@ fn sample() -> PathBuf {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn have_xvfb() -> bool {
-    let ok = Command::new("sh")
-        .args(["-c", "command -v xvfb-run"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: xvfb-run is not installed");
-    }
-    ok
 }
 
 /// Waits for `child` with [`DEADLINE`], draining its pipes meanwhile; kills it and fails past it.
@@ -224,7 +215,7 @@ fn view_screenshot_keeps_an_existing_png_without_force() {
     // --force means something only with --screenshot.
     let o = tps(&["view", s(&sample()), "--force"]);
     assert_eq!(o.status.code(), Some(2), "{}", show(&o));
-    if !have_xvfb() {
+    if !common::have_xvfb() {
         return;
     }
     for (out, replaced) in [(&png, &png), (&link, &real)] {

@@ -3,17 +3,12 @@
 //! bundled sample renders at the asked size with real content. Bad input is refused with one
 //! line and no PNG (`fail_loud_io.rs`); the window's error screen is `gui/tests/interact.rs`'s.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
 use tpuscope_gui::PngStats;
-
-fn have_xvfb() -> bool {
-    Command::new("sh")
-        .args(["-c", "command -v xvfb-run"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn view(args: &[&str], png: &Path) -> Output {
     Command::new("xvfb-run")
@@ -40,8 +35,7 @@ const TIME_HOST_BOUND: [u8; 3] = [70, 140, 230];
 
 #[test]
 fn every_view_of_the_sample_renders() {
-    if !have_xvfb() {
-        eprintln!("skipped: xvfb-run is not installed");
+    if !common::have_xvfb() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -224,12 +224,7 @@ fn bad_arguments_are_one_line() {
 /// child processes as the command) and shows the program that does not fit first, in red.
 #[test]
 fn the_gui_whatif_tab_compiles_and_shows_what_does_not_fit() {
-    let have_xvfb = Command::new("sh")
-        .args(["-c", "command -v xvfb-run"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have_xvfb {
-        eprintln!("skipped: xvfb-run is not installed");
+    if !have_xvfb() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -116,6 +116,23 @@ pub fn run_tpuscope(args: &[&str], env: &[(&str, &str)], cwd: &Path) -> Output {
     c.output().unwrap()
 }
 
+/// Whether `xvfb-run` is here for the tests that open the window. Under CI its absence fails
+/// the test (scripts/setup-system.sh installs it); elsewhere the test is skipped, saying so.
+pub fn have_xvfb() -> bool {
+    let have = Command::new("sh")
+        .args(["-c", "command -v xvfb-run"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "xvfb-run is needed under CI (scripts/setup-system.sh installs it)"
+        );
+        eprintln!("skipped: xvfb-run is not installed");
+    }
+    have
+}
+
 pub fn show(out: &Output) -> String {
     format!(
         "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
