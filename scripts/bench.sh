@@ -14,7 +14,8 @@
 # benchmark (scripts/bench/pod.sh: `tpuscope merge` and `report` of 16 generated hosts x 1 M
 # events, wall, CPU and peak RSS, PASS/MISS against 5 s; target/bench/pod.txt), and the view
 # benchmark (scripts/bench/view.sh: the GUI's first frame on generated 1 M and 10 M event traces
-# under Xvfb, wall, CPU and peak RSS, PASS/MISS against 2 s and 500 MB; target/bench/view.txt),
+# under Xvfb, wall, CPU and peak RSS, PASS/MISS against 2 s and 500 MB, read from the trace and
+# then from the cache of reads; target/bench/view.txt),
 # and the long live run (scripts/bench/live_long.sh: `attach --snapshot` and the live view in
 # tmux on a fake socket that plays generated 1 M and 10 M event traces, wall, CPU, peak RSS,
 # PASS/MISS: read to the end; target/bench/live_long.txt). They need no Python env (the fake
