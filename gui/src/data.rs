@@ -224,13 +224,22 @@ impl Run {
             return Ok(runs);
         }
         let runs = Run::read_unkept(path, read)?;
-        if let Some(slot) = slot {
+        // One that is followed instead is read again as it grows: nothing to keep.
+        if let Some(slot) = slot.filter(|_| !Run::followed_instead(&runs)) {
             let ended = runs
                 .iter()
                 .all(|r| matches!(r.trace.completeness, Completeness::Complete));
             slot.store(path, ended, &mut |w| crate::kept::write(&runs, w));
         }
         Ok(runs)
+    }
+
+    /// Whether the runs read from a finished-looking file are one trace without an end record
+    /// (not a merged job's host): its writer may still be running, so it is followed instead.
+    fn followed_instead(runs: &[Run]) -> bool {
+        let merged = runs.iter().any(|r| r.trace.segment.is_some());
+        matches!(runs, [r] if !merged
+            && matches!(r.trace.completeness, Completeness::NoEndRecord { .. }))
     }
 
     fn read_unkept(path: &Path, read: FileId) -> Result<Vec<Run>, ReadError> {
@@ -596,11 +605,7 @@ impl Source {
                 return Some(Err(Source::failed(&label, Some(path), e.line(path))));
             }
         };
-        let merged = runs.iter().any(|r| r.trace.segment.is_some());
-        if let [r] = runs.as_slice()
-            && !merged
-            && matches!(r.trace.completeness, Completeness::NoEndRecord { .. })
-        {
+        if Run::followed_instead(&runs) {
             return None;
         }
         Some(Ok(runs

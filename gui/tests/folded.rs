@@ -271,7 +271,7 @@ fn report_json(sources: &[data::Source]) -> String {
 /// changed) are not believed: the file is read again.
 #[test]
 fn a_run_kept_in_the_cache_opens_as_the_run_read() {
-    let mut kept_runs = 0;
+    let (mut kept_runs, mut followed) = (0, 0);
     for path in samples() {
         if read_traces_file(&path).is_err() {
             continue;
@@ -280,8 +280,9 @@ fn a_run_kept_in_the_cache_opens_as_the_run_read() {
         let paths = std::slice::from_ref(&path);
         let read = data::open_all_with(paths, false, Some(&cache));
         let Some(bytes) = cache.bytes.lock().unwrap().clone() else {
-            // Not kept: one still written to (no end record), followed.
+            // Not kept: one still written to (no end record) is followed, read again as it grows.
             assert!(read.iter().all(data::Source::is_live), "{}", path.display());
+            followed += 1;
             continue;
         };
         let again = data::open_all_with(paths, false, Some(&cache));
@@ -335,4 +336,8 @@ fn a_run_kept_in_the_cache_opens_as_the_run_read() {
         assert_eq!(cache.stores.load(std::sync::atomic::Ordering::Relaxed), 3);
     }
     assert!(kept_runs >= 8, "only {kept_runs} runs were kept");
+    assert!(
+        followed >= 1,
+        "the killed run's trace is followed, not kept"
+    );
 }
