@@ -25,21 +25,48 @@ pub use crate::launch_table::Launches;
 pub fn read_stream<R: std::io::Read>(
     stream: TraceStream<R>,
 ) -> Result<Vec<(Trace, Digest)>, ReadError> {
-    let mut builders: Vec<DigestBuilder> = Vec::new();
+    let mut builders = Builders::default();
     let traces = stream.skim_each(DigestBuilder::decodes, |segment, r| {
-        if builders.len() <= segment {
-            builders.resize_with(segment + 1, DigestBuilder::default);
+        builders.push(segment, r);
+    })?;
+    Ok(builders.finish(traces))
+}
+
+/// As [`read_stream`], a regular file read on `threads` threads
+/// ([`TraceStream::skim_parallel`]): the same digests, in about the time of the folding alone.
+pub fn read_file_stream(
+    stream: TraceStream<tpuscope_core::stream::TraceFile>,
+    threads: usize,
+) -> Result<Vec<(Trace, Digest)>, ReadError> {
+    let mut builders = Builders::default();
+    let traces = stream.skim_parallel(threads, DigestBuilder::decodes, |segment, _, r| {
+        builders.push(segment, r);
+    })?;
+    Ok(builders.finish(traces))
+}
+
+/// A builder per segment.
+#[derive(Default)]
+struct Builders(Vec<DigestBuilder>);
+
+impl Builders {
+    fn push(&mut self, segment: usize, r: Skimmed<'_>) {
+        if self.0.len() <= segment {
+            self.0.resize_with(segment + 1, DigestBuilder::default);
         }
-        if let Some(b) = builders.get_mut(segment) {
+        if let Some(b) = self.0.get_mut(segment) {
             b.push_skimmed(r);
         }
-    })?;
-    builders.resize_with(traces.len(), DigestBuilder::default);
-    Ok(traces
-        .into_iter()
-        .zip(builders)
-        .map(|(t, b)| b.finish_for(t))
-        .collect())
+    }
+
+    fn finish(mut self, traces: Vec<Trace>) -> Vec<(Trace, Digest)> {
+        self.0.resize_with(traces.len(), DigestBuilder::default);
+        traces
+            .into_iter()
+            .zip(self.0)
+            .map(|(t, b)| b.finish_for(t))
+            .collect()
+    }
 }
 
 /// About the bytes a [`DigestBuilder`] keeps of an event record of `kind` whose payload is

@@ -263,3 +263,47 @@ fn bytes_it_did_not_write_read_back_as_nothing() {
     b.extend_from_slice(&sum.to_le_bytes());
     assert!(saved::decode(&b).is_none());
 }
+
+/// A long file read in chunks on several threads (`read_file_stream`, as `report` reads one)
+/// gives what one pass gives, digests and tables byte for byte (as the cache of reads writes
+/// them): each sample's body repeated past two chunks (its executes' numbers repeat too, so
+/// completions must find their launch as one pass finds it), with a damaged byte in the middle.
+#[test]
+fn a_long_trace_read_on_all_cores_digests_as_one_pass() {
+    use tpuscope_analyzers::digest::read_file_stream;
+    use tpuscope_core::chunked::CHUNK_BYTES;
+    let saved = |read: &[(Trace, Digest)]| {
+        let mut out = Vec::new();
+        saved::write(read.iter().map(|(t, d)| (t, d)), &mut out).unwrap();
+        out
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for p in samples() {
+        let one = std::fs::read(&p).unwrap();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let Ok(header) = tpuscope_core::reader::parse_header(&one) else {
+            continue;
+        };
+        let body = &one[header.len..];
+        if body.is_empty() {
+            continue;
+        }
+        let mut bytes = one.clone();
+        while (bytes.len() as u64) < 2 * CHUNK_BYTES + 77_777 {
+            bytes.extend_from_slice(body);
+        }
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x5a;
+        let path = dir.path().join(&name);
+        std::fs::write(&path, &bytes).unwrap();
+        let Ok(one_pass) = read_stream(TraceStream::open(&path).unwrap()) else {
+            continue;
+        };
+        let chunked = read_file_stream(TraceStream::open(&path).unwrap(), 3)
+            .unwrap_or_else(|e| panic!("{name}: one pass read it, chunks did not: {e}"));
+        assert!(saved(&one_pass) == saved(&chunked), "{name}");
+        compared += 1;
+    }
+    assert!(compared >= 8, "{compared} samples compared");
+}

@@ -223,7 +223,8 @@ pub fn print_warnings(rep: &Report) {
 }
 
 /// Each segment's tables (no events) and the digest of its events, read as they stream by: the
-/// events are never held. The hosts of a merged file are read on all cores. A long trace read
+/// events are never held. The hosts of a merged file are read on all cores, a long trace's
+/// chunks too (`chunked`). A long trace read
 /// before comes from the cache of reads (`digest_cache`), and goes into it when read.
 pub(crate) fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, Vec<Digest>)> {
     let cache = crate::digest_cache::Entry::of(path, crate::digest_cache::Content::Reads);
@@ -257,7 +258,8 @@ fn read_uncached(path: &Path) -> Result<Vec<(tpuscope_core::Trace, Digest)>> {
         }
     }
     let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
-    tpuscope_analyzers::digest::read_stream(stream).map_err(read_error)
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    tpuscope_analyzers::digest::read_file_stream(stream, threads).map_err(read_error)
 }
 
 fn read_baseline(path: &Path) -> Result<serde_json::Value> {

@@ -10,6 +10,7 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod align;
+pub mod chunked;
 pub mod compile_options;
 pub mod event;
 pub mod format;

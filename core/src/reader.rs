@@ -644,6 +644,13 @@ impl Assembler {
         }
     }
 
+    /// An event frame ending at `end` that was taken (decoded or raw, as `decode` asks) without
+    /// being fed: what [`Assembler::feed`] notes of one.
+    pub(crate) fn took_event(&mut self, end: u64) {
+        self.pos = end;
+        self.frames_in_segment += 1;
+    }
+
     /// The last (or only wanted) segment, with its completeness.
     pub(crate) fn finish(mut self, file_len: u64) -> Trace {
         self.trace.completeness = match (self.cut, &self.trace.end) {

@@ -131,6 +131,11 @@ impl<R: Read> FrameReader<R> {
         self.buf.get(i..e).unwrap_or(&[])
     }
 
+    /// Where the next item starts.
+    pub(crate) fn next_offset(&self) -> u64 {
+        self.pos
+    }
+
     /// The next item, `None` at the end of the input.
     pub fn next_item(&mut self) -> io::Result<Option<FrameItem<'_>>> {
         if self.done {
@@ -377,6 +382,12 @@ impl TraceFile {
     }
 }
 
+impl crate::chunked::ReadAt for TraceFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(&self.file, buf, offset)
+    }
+}
+
 impl Read for TraceFile {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if let (Some(b), Some(slot)) = (self.first, buf.first_mut()) {
@@ -440,6 +451,37 @@ impl TraceStream<TraceFile> {
         let len = f.file_len();
         let header = read_header(&mut f, len, &label)?;
         Ok(TraceStream::with_header(f, header, label, len))
+    }
+}
+
+impl TraceStream<TraceFile> {
+    /// As [`TraceStream::skim_piped`], on `threads` threads: a regular file's body is read in
+    /// chunks, each found, checked and decoded on a thread of its own, and handed out in file
+    /// order ([`crate::chunked`]): what `skim_frames` hands out, in the same order. A FIFO, pipe
+    /// or short file is read by `skim_piped` (one thread: on the caller's).
+    pub fn skim_parallel(
+        self,
+        threads: usize,
+        decode: fn(RecordKind) -> bool,
+        mut each: impl FnMut(usize, u64, Skimmed<'_>),
+    ) -> Result<Vec<Trace>, ReadError> {
+        let chunk = crate::chunked::CHUNK_BYTES;
+        match self.len_hint {
+            Some(len) if threads > 1 && len >= 2 * chunk && self.frames.src.first.is_none() => {
+                let TraceStream { frames, label, .. } = self;
+                crate::chunked::skim_chunked(&frames.src, len, &label, threads, chunk, decode, each)
+            }
+            // A stream that cannot be read at any offset: read on one thread, folded on this.
+            _ if threads > 1 => self.skim_piped(decode, each),
+            _ => {
+                let frame_at = std::cell::Cell::new(0u64);
+                self.skim_frames(
+                    decode,
+                    |segment, r| each(segment, frame_at.get(), r),
+                    |_, start, _| frame_at.set(start),
+                )
+            }
+        }
     }
 }
 

@@ -424,10 +424,80 @@ fn assert_read_back_agrees(bytes: &[u8]) {
     }
 }
 
+/// Reading in chunks on several threads (`chunked::skim_chunked`, as `report` reads a long
+/// file) hands out what one pass hands out, in order, each event with its frame's offset, and
+/// ends with the same traces: with chunks smaller than a frame and a third of the input, so that
+/// cuts fall inside headers, payloads and damage.
+fn assert_chunked_agrees(bytes: &[u8]) {
+    use tpuscope_core::chunked::skim_chunked;
+    use tpuscope_core::stream::Skimmed;
+    type Seen = Vec<(usize, u64, RecordKind, Vec<u8>)>;
+    fn keep(seen: &mut Seen, segment: usize, frame: u64, r: Skimmed<'_>) {
+        let (kind, payload) = match r {
+            Skimmed::Decoded(r) => {
+                let mut buf = Vec::new();
+                r.encode_payload(&mut buf);
+                (r.kind(), buf)
+            }
+            Skimmed::Raw(kind, p) => (kind, p.to_vec()),
+        };
+        seen.push((segment, frame, kind, payload));
+    }
+    let decode = |k: RecordKind| k != RecordKind::Transfer;
+    let mut plain: Seen = Vec::new();
+    let frame_at = std::cell::Cell::new(0u64);
+    let one_pass = TraceStream::new(bytes, "bytes").and_then(|s| {
+        s.skim_frames(
+            decode,
+            |seg, r| keep(&mut plain, seg, frame_at.get(), r),
+            |_, start, _| frame_at.set(start),
+        )
+    });
+    let len = bytes.len() as u64;
+    // One cut per input (the inputs vary): smaller than a frame, or a third of the input.
+    let cut = if len.is_multiple_of(2) {
+        1 + len % 61
+    } else {
+        len / 3 + 1
+    };
+    for (chunk, threads) in [(cut, 2 + (len % 3) as usize)] {
+        let mut chunked: Seen = Vec::new();
+        let read = skim_chunked(bytes, len, "bytes", threads, chunk, decode, |seg, f, r| {
+            keep(&mut chunked, seg, f, r);
+        });
+        match (&one_pass, read) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(chunked, plain, "events in chunks of {chunk}");
+                assert_eq!(a.len(), b.len(), "segments in chunks of {chunk}");
+                for (a, b) in a.iter().zip(&b) {
+                    assert_eq!(a.damage, b.damage, "damage in chunks of {chunk}");
+                    assert_eq!(a.completeness, b.completeness, "chunks of {chunk}");
+                    assert_eq!(a.end, b.end);
+                    assert_eq!(a.manifest, b.manifest);
+                    assert_eq!(a.client, b.client);
+                    assert_eq!(a.segment, b.segment);
+                    assert_eq!(a.strings, b.strings);
+                    assert_eq!(a.stacks, b.stacks);
+                    assert_eq!(a.blobs, b.blobs);
+                    assert_eq!(a.unknown_records, b.unknown_records);
+                    assert_eq!(a.undecodable_records, b.undecodable_records);
+                }
+            }
+            (Err(_), Err(_)) => {}
+            (a, b) => panic!(
+                "one pass {:?} but chunks of {chunk} {:?}",
+                a.as_ref().map(Vec::len),
+                b.map(|t| t.len())
+            ),
+        }
+    }
+}
+
 /// The properties every mutant must have (see the module comment).
 fn check_mutant(o: &Original, mutant: &[u8]) {
     assert_stream_agrees(mutant);
     assert_read_back_agrees(mutant);
+    assert_chunked_agrees(mutant);
     let start = Instant::now();
     let result = read_trace(mutant);
     let elapsed = start.elapsed();
@@ -602,6 +672,7 @@ fn an_undecodable_marker_does_not_end_a_read_back() {
 fn check_arbitrary(bytes: &[u8]) {
     assert_stream_agrees(bytes);
     assert_read_back_agrees(bytes);
+    assert_chunked_agrees(bytes);
     let start = Instant::now();
     if let Ok(t) = read_trace(bytes) {
         assert!(

@@ -327,3 +327,104 @@ fn a_piped_skim_hands_out_what_a_plain_one_does() {
         }
     }
 }
+
+/// `TraceStream::skim_parallel` on a regular file of many chunks (read on several threads, as
+/// `report` reads a long trace) hands out what `skim_frames` does, in order, with the same
+/// traces; on a file with damage in the middle and on a merged one.
+#[test]
+fn a_parallel_skim_of_a_file_hands_out_what_one_pass_does() {
+    use tpuscope_core::chunked::CHUNK_BYTES;
+    use tpuscope_core::event::RecordKind;
+    use tpuscope_core::stream::Skimmed;
+    let decode = |k: RecordKind| k != RecordKind::Transfer;
+    let all = golden::committed(golden::ALL_KINDS);
+    let merged = golden::committed("v1.1-merged.tps");
+    let dir = tempfile::tempdir().unwrap();
+    for (name, one) in [("long", all), ("merged", merged)] {
+        // Over five chunks long, with zeroes (damage) a third of the way in.
+        let mut bytes = one.clone();
+        let mut i = 0;
+        while (bytes.len() as u64) < 5 * CHUNK_BYTES + 12_345 {
+            if i == 300 {
+                bytes.extend(std::iter::repeat_n(0u8, 777));
+            }
+            bytes.extend_from_slice(&one[HEADER_LEN..]);
+            i += 1;
+        }
+        let path = dir.path().join(format!("{name}.tps"));
+        std::fs::write(&path, &bytes).unwrap();
+        type Seen = Vec<(usize, u64, RecordKind, Vec<u8>)>;
+        let keep = |seen: &mut Seen, seg: usize, frame: u64, r: Skimmed<'_>| {
+            let (kind, payload) = match r {
+                Skimmed::Decoded(r) => {
+                    let mut buf = Vec::new();
+                    r.encode_payload(&mut buf);
+                    (r.kind(), buf)
+                }
+                Skimmed::Raw(kind, p) => (kind, p.to_vec()),
+            };
+            seen.push((seg, frame, kind, payload));
+        };
+        let mut plain: Seen = Vec::new();
+        let frame_at = std::cell::Cell::new(0u64);
+        let a = TraceStream::open(&path)
+            .unwrap()
+            .skim_frames(
+                decode,
+                |seg, r| keep(&mut plain, seg, frame_at.get(), r),
+                |_, start, _| frame_at.set(start),
+            )
+            .unwrap();
+        for threads in [1, 2, 4] {
+            let mut par: Seen = Vec::new();
+            let b = TraceStream::open(&path)
+                .unwrap()
+                .skim_parallel(threads, decode, |seg, frame, r| {
+                    keep(&mut par, seg, frame, r);
+                })
+                .unwrap();
+            assert!(plain.len() > 50_000, "{name}: {}", plain.len());
+            assert!(par == plain, "{name} on {threads} threads: other events");
+            assert_eq!(a.len(), b.len());
+            for (a, b) in a.iter().zip(&b) {
+                assert_eq!(a.damage, b.damage, "{name}");
+                assert_eq!(a.completeness, b.completeness);
+                assert_eq!(a.strings, b.strings);
+                assert_eq!(a.segment, b.segment);
+                assert_eq!(a.end, b.end);
+                assert_eq!(a.undecodable_records, b.undecodable_records);
+            }
+            assert!(a.iter().any(|t| !t.damage.is_empty()), "{name}: no damage");
+        }
+    }
+}
+
+/// A panic in the fold of a chunked read reaches the caller: the workers, waiting for the
+/// caller to take chunks, are stopped rather than left waiting (the read would hang).
+#[test]
+fn a_panic_in_a_chunked_fold_does_not_hang_the_read() {
+    use tpuscope_core::chunked::skim_chunked;
+    use tpuscope_core::event::RecordKind;
+    let one = golden::committed(golden::ALL_KINDS);
+    let mut bytes = one.clone();
+    for _ in 0..200 {
+        bytes.extend_from_slice(&one[HEADER_LEN..]);
+    }
+    let len = bytes.len() as u64;
+    let read = std::panic::catch_unwind(|| {
+        let mut n = 0;
+        skim_chunked(
+            bytes.as_slice(),
+            len,
+            "bytes",
+            3,
+            4096,
+            |k: RecordKind| k != RecordKind::Transfer,
+            |_, _, _| {
+                n += 1;
+                assert!(n < 1000, "the fold gave up");
+            },
+        )
+    });
+    assert!(read.is_err());
+}

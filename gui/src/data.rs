@@ -244,15 +244,19 @@ impl Run {
 
     fn read_unkept(path: &Path, read: FileId) -> Result<Vec<Run>, ReadError> {
         let mut folds: Vec<Fold> = Vec::new();
-        let traces =
-            TraceStream::open(path)?.skim_piped(DigestBuilder::decodes, |segment, frame, r| {
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let traces = TraceStream::open(path)?.skim_parallel(
+            threads,
+            DigestBuilder::decodes,
+            |segment, frame, r| {
                 if folds.len() <= segment {
                     folds.resize_with(segment + 1, Fold::default);
                 }
                 if let Some(f) = folds.get_mut(segment) {
                     f.push(frame, r);
                 }
-            })?;
+            },
+        )?;
         folds.resize_with(traces.len(), Fold::default);
         Ok(traces
             .into_iter()
