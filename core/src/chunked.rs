@@ -237,10 +237,11 @@ impl Drop for Stops<'_> {
     }
 }
 
-/// Reads the trace in `src` (`len` bytes; `label` names it in errors) on `threads` threads in
-/// chunks of `chunk` bytes: `each(segment, frame, record)` is handed each event, with the offset
-/// of its frame, as [`TraceStream::skim_frames`](crate::stream::TraceStream::skim_frames) hands
-/// them out; returns the same traces.
+/// Reads the trace in `src` (`len` bytes; `label` names it in errors) on `threads` threads (the
+/// caller's among them, and at least one worker) in chunks of `chunk` bytes: `each(segment,
+/// frame, record)` is handed each event, with the offset of its frame, as
+/// [`TraceStream::skim_frames`](crate::stream::TraceStream::skim_frames) hands them out; returns
+/// the same traces.
 pub fn skim_chunked<S: ReadAt + ?Sized>(
     src: &S,
     len: u64,
@@ -261,7 +262,8 @@ pub fn skim_chunked<S: ReadAt + ?Sized>(
         .unwrap_or(usize::MAX)
         .max(1);
     let starts = |i: usize| body + i as u64 * chunk;
-    let threads = threads.clamp(1, count);
+    // The caller's thread is one of them: it folds.
+    let threads = threads.saturating_sub(1).clamp(1, count);
     let shelf = Mutex::new(Shelf {
         ready: std::collections::VecDeque::new(),
         taken: 0,

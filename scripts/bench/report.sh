@@ -2,7 +2,8 @@
 # Report cost against trace length (issue 23): generates synthetic training traces of N event
 # records (core/examples/gen_trace.rs: uneven steps, a data-loader thread, 300 sync sites, memory
 # samples, the jax_lr sample's programs recompiled every 500 steps) and runs the release `tpuscope report` on each, text and
-# JSON, under /usr/bin/time. Prints, per event count and format: wall seconds, CPU seconds,
+# JSON, under /usr/bin/time. Prints, per event count and format: wall seconds (the trace is read on
+# all cores, core/src/chunked.rs: what a user waits), CPU seconds (all threads together),
 # MB/s and events/s per CPU second, peak RSS and bytes of RSS per event; then PASS/MISS against
 # the targets: a 10 M-event report in <= 1.0 CPU-s (>= 350 MB/s) and <= 300 MB peak RSS, and
 # peak RSS independent of length (the largest trace within 1.5x of the smallest). A miss is
