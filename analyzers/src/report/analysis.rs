@@ -201,12 +201,86 @@ struct RunPart {
     time: crate::breakdown::RunBreakdown,
 }
 
-/// The analyses of one run that need nothing of the others.
-fn analyze_run(run: usize, path: &str, trace: &Trace, d: &Digest) -> RunPart {
-    let mut compiles = families::compiles(trace, d, run);
+/// The analyses of one run that need nothing of the others; with `two_threads`, the programs
+/// (families' members, compiled memory, an OOM) on a thread of their own while this one cuts
+/// the steps and splits the time.
+fn analyze_run(run: usize, path: &str, trace: &Trace, d: &Digest, two_threads: bool) -> RunPart {
+    let programs = || {
+        (
+            families::compiles(trace, d, run),
+            hbm::executables(d, run),
+            hbm::oom(trace, d, run),
+        )
+    };
+    if !two_threads {
+        return analyze_run_with(run, path, trace, d, programs());
+    }
+    std::thread::scope(|scope| {
+        let other = scope.spawn(programs);
+        let (syncs, runtime_waits) = syncs::host_syncs(trace, d, run);
+        let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
+        let steps = steps::steps(trace, d, &sync_times);
+        let time = crate::breakdown::run_breakdown(run, trace, d, &syncs, &steps);
+        // A panic there shows as it would on this thread.
+        let programs = other.join().unwrap_or_else(|_| programs());
+        finish_run(
+            run,
+            path,
+            trace,
+            d,
+            programs,
+            (syncs, runtime_waits),
+            steps,
+            time,
+        )
+    })
+}
+
+/// What [`analyze_run`] gets of a run's programs.
+type Programs = (
+    Vec<CompileView>,
+    Vec<crate::hbm::ExecutableMemory>,
+    Option<OomReport>,
+);
+
+fn analyze_run_with(
+    run: usize,
+    path: &str,
+    trace: &Trace,
+    d: &Digest,
+    programs: Programs,
+) -> RunPart {
     let (syncs, runtime_waits) = syncs::host_syncs(trace, d, run);
     let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
     let steps = steps::steps(trace, d, &sync_times);
+    let time = crate::breakdown::run_breakdown(run, trace, d, &syncs, &steps);
+    finish_run(
+        run,
+        path,
+        trace,
+        d,
+        programs,
+        (syncs, runtime_waits),
+        steps,
+        time,
+    )
+}
+
+/// A run's part from its programs, syncs, steps and time split.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the pieces of one run's analysis"
+)]
+fn finish_run(
+    run: usize,
+    path: &str,
+    trace: &Trace,
+    d: &Digest,
+    (mut compiles, compiled_memory, oom): Programs,
+    (syncs, runtime_waits): (Vec<SyncView>, u64),
+    steps: Steps,
+    time: crate::breakdown::RunBreakdown,
+) -> RunPart {
     let info = trace_info(run, path, trace, d, &steps);
     if matches!(steps.source, StepSource::Marker { .. }) {
         // Markers are recorded by the thread that compiles (torch_xla compiles inside its
@@ -219,11 +293,10 @@ fn analyze_run(run: usize, path: &str, trace: &Trace, d: &Digest) -> RunPart {
     // An attached trace's families start from the programs that ran before the attach.
     let mut members = families::seen_before_attach(trace, d, run);
     members.extend(compiles.iter().cloned());
-    let time = crate::breakdown::run_breakdown(run, trace, d, &syncs, &steps);
     RunPart {
         hbm: hbm::devices(d, run, &steps),
-        compiled_memory: hbm::executables(d, run),
-        oom: hbm::oom(trace, d, run),
+        compiled_memory,
+        oom,
         compiles,
         members,
         syncs,
@@ -245,9 +318,17 @@ fn analyze_runs(
     digests: &[&Digest],
     threads: usize,
 ) -> PerRun {
+    // One run: its own analyses take the second thread.
+    let two_threads = order.len() == 1 && threads > 1;
     let parts = tpuscope_core::par::map_indices(order.len(), threads, |run| {
         let (&i, trace, d) = (order.get(run)?, traces.get(run)?, digests.get(run)?);
-        Some(analyze_run(run, &inputs.get(i)?.path, trace, d))
+        Some(analyze_run(
+            run,
+            &inputs.get(i)?.path,
+            trace,
+            d,
+            two_threads,
+        ))
     });
     let mut all_compiles = Vec::new();
     let mut all_syncs: Vec<SyncView> = Vec::new();
@@ -262,7 +343,7 @@ fn analyze_runs(
         // as it would without threads.
         let part = part.flatten().unwrap_or_else(|| {
             let path = order.get(run).and_then(|&i| inputs.get(i));
-            analyze_run(run, path.map_or("", |i| i.path.as_str()), trace, d)
+            analyze_run(run, path.map_or("", |i| i.path.as_str()), trace, d, false)
         });
         report.runtime_waits += part.runtime_waits;
         warnings(&mut report.warnings, &part.info, trace);
