@@ -16,6 +16,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
 use common::golden;
+use common::skimmed::{Seen, assert_same_tables, keep, one_pass};
 use proptest::prelude::*;
 use tpuscope_core::event::{RecordKind, SEGMENT_KIND};
 use tpuscope_core::format::{self, FRAME_HEADER_LEN, HEADER_LEN, MAX_PAYLOAD_LEN};
@@ -361,17 +362,8 @@ fn assert_stream_agrees(bytes: &[u8]) {
             assert_eq!(a.len(), b.len(), "segments");
             for (a, b) in a.iter().zip(&b) {
                 assert_eq!(a.events, b.events, "events");
-                assert_eq!(a.damage, b.damage, "damage");
-                assert_eq!(a.completeness, b.completeness, "completeness");
-                assert_eq!(a.end, b.end);
-                assert_eq!(a.manifest, b.manifest);
-                assert_eq!(a.segment, b.segment);
-                assert_eq!(a.strings, b.strings);
-                assert_eq!(a.stacks, b.stacks);
-                assert_eq!(a.blobs, b.blobs);
-                assert_eq!(a.unknown_records, b.unknown_records);
-                assert_eq!(a.undecodable_records, b.undecodable_records);
             }
+            assert_same_tables(&a, &b, "streamed");
         }
         (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
         (a, b) => panic!(
@@ -430,66 +422,31 @@ fn assert_read_back_agrees(bytes: &[u8]) {
 /// cuts fall inside headers, payloads and damage.
 fn assert_chunked_agrees(bytes: &[u8]) {
     use tpuscope_core::chunked::skim_chunked;
-    use tpuscope_core::stream::Skimmed;
-    type Seen = Vec<(usize, u64, RecordKind, Vec<u8>)>;
-    fn keep(seen: &mut Seen, segment: usize, frame: u64, r: Skimmed<'_>) {
-        let (kind, payload) = match r {
-            Skimmed::Decoded(r) => {
-                let mut buf = Vec::new();
-                r.encode_payload(&mut buf);
-                (r.kind(), buf)
-            }
-            Skimmed::Raw(kind, p) => (kind, p.to_vec()),
-        };
-        seen.push((segment, frame, kind, payload));
-    }
     let decode = |k: RecordKind| k != RecordKind::Transfer;
-    let mut plain: Seen = Vec::new();
-    let frame_at = std::cell::Cell::new(0u64);
-    let one_pass = TraceStream::new(bytes, "bytes").and_then(|s| {
-        s.skim_frames(
-            decode,
-            |seg, r| keep(&mut plain, seg, frame_at.get(), r),
-            |_, start, _| frame_at.set(start),
-        )
-    });
+    let (one_pass, plain) = one_pass(TraceStream::new(bytes, "bytes"), decode);
     let len = bytes.len() as u64;
     // One cut per input (the inputs vary): smaller than a frame, or a third of the input.
-    let cut = if len.is_multiple_of(2) {
+    let chunk = if len.is_multiple_of(2) {
         1 + len % 61
     } else {
         len / 3 + 1
     };
-    for (chunk, threads) in [(cut, 2 + (len % 3) as usize)] {
-        let mut chunked: Seen = Vec::new();
-        let read = skim_chunked(bytes, len, "bytes", threads, chunk, decode, |seg, f, r| {
-            keep(&mut chunked, seg, f, r);
-        });
-        match (&one_pass, read) {
-            (Ok(a), Ok(b)) => {
-                assert_eq!(chunked, plain, "events in chunks of {chunk}");
-                assert_eq!(a.len(), b.len(), "segments in chunks of {chunk}");
-                for (a, b) in a.iter().zip(&b) {
-                    assert_eq!(a.damage, b.damage, "damage in chunks of {chunk}");
-                    assert_eq!(a.completeness, b.completeness, "chunks of {chunk}");
-                    assert_eq!(a.end, b.end);
-                    assert_eq!(a.manifest, b.manifest);
-                    assert_eq!(a.client, b.client);
-                    assert_eq!(a.segment, b.segment);
-                    assert_eq!(a.strings, b.strings);
-                    assert_eq!(a.stacks, b.stacks);
-                    assert_eq!(a.blobs, b.blobs);
-                    assert_eq!(a.unknown_records, b.unknown_records);
-                    assert_eq!(a.undecodable_records, b.undecodable_records);
-                }
-            }
-            (Err(_), Err(_)) => {}
-            (a, b) => panic!(
-                "one pass {:?} but chunks of {chunk} {:?}",
-                a.as_ref().map(Vec::len),
-                b.map(|t| t.len())
-            ),
+    let threads = 2 + (len % 3) as usize;
+    let mut chunked: Seen = Vec::new();
+    let read = skim_chunked(bytes, len, "bytes", threads, chunk, decode, |seg, f, r| {
+        keep(&mut chunked, seg, f, r);
+    });
+    match (&one_pass, read) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(chunked, plain, "events in chunks of {chunk}");
+            assert_same_tables(a, &b, &format!("chunks of {chunk}"));
         }
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!(
+            "one pass {:?} but chunks of {chunk} {:?}",
+            a.as_ref().map(Vec::len),
+            b.map(|t| t.len())
+        ),
     }
 }
 

@@ -7,6 +7,7 @@
 mod common;
 
 use common::golden;
+use common::skimmed::{Seen, assert_same_tables, keep, one_pass};
 use tpuscope_core::event::Record;
 use tpuscope_core::format::{self, HEADER_LEN};
 use tpuscope_core::reader::RESYNC_MAX_PAYLOAD;
@@ -273,7 +274,6 @@ fn skimming_hands_out_what_reading_keeps() {
 #[test]
 fn a_piped_skim_hands_out_what_a_plain_one_does() {
     use tpuscope_core::event::RecordKind;
-    use tpuscope_core::stream::Skimmed;
     let clocks = |k: RecordKind| k == RecordKind::Clock;
     let all = golden::committed(golden::ALL_KINDS);
     // Many batches: the body of a real trace 400 times over, with a run of zeroes between.
@@ -289,28 +289,8 @@ fn a_piped_skim_hands_out_what_a_plain_one_does() {
         (golden::committed("v1.1-merged.tps"), 10),
         (long, 8_000),
     ] {
-        type Seen = Vec<(usize, u64, RecordKind, Vec<u8>)>;
-        let keep = |seen: &mut Seen, seg: usize, frame: u64, r: Skimmed<'_>| {
-            let (kind, payload) = match r {
-                Skimmed::Decoded(r) => {
-                    let mut buf = Vec::new();
-                    r.encode_payload(&mut buf);
-                    (r.kind(), buf)
-                }
-                Skimmed::Raw(kind, p) => (kind, p.to_vec()),
-            };
-            seen.push((seg, frame, kind, payload));
-        };
-        let mut plain: Seen = Vec::new();
-        let frame_at = std::cell::Cell::new(0u64);
-        let a = TraceStream::new(bytes.as_slice(), "bytes")
-            .unwrap()
-            .skim_frames(
-                clocks,
-                |seg, r| keep(&mut plain, seg, frame_at.get(), r),
-                |_, start, _| frame_at.set(start),
-            )
-            .unwrap();
+        let (a, plain) = one_pass(TraceStream::new(bytes.as_slice(), "bytes"), clocks);
+        let a = a.unwrap();
         let mut piped: Seen = Vec::new();
         let b = TraceStream::new(bytes.as_slice(), "bytes")
             .unwrap()
@@ -318,13 +298,7 @@ fn a_piped_skim_hands_out_what_a_plain_one_does() {
             .unwrap();
         assert!(plain.len() > least, "{}", plain.len());
         assert_eq!(piped, plain);
-        assert_eq!(a.len(), b.len());
-        for (a, b) in a.iter().zip(&b) {
-            assert_eq!(a.strings, b.strings);
-            assert_eq!(a.damage, b.damage);
-            assert_eq!(a.completeness, b.completeness);
-            assert_eq!(a.undecodable_records, b.undecodable_records);
-        }
+        assert_same_tables(&a, &b, "piped");
     }
 }
 
@@ -335,7 +309,6 @@ fn a_piped_skim_hands_out_what_a_plain_one_does() {
 fn a_parallel_skim_of_a_file_hands_out_what_one_pass_does() {
     use tpuscope_core::chunked::CHUNK_BYTES;
     use tpuscope_core::event::RecordKind;
-    use tpuscope_core::stream::Skimmed;
     let decode = |k: RecordKind| k != RecordKind::Transfer;
     let all = golden::committed(golden::ALL_KINDS);
     let merged = golden::committed("v1.1-merged.tps");
@@ -353,28 +326,8 @@ fn a_parallel_skim_of_a_file_hands_out_what_one_pass_does() {
         }
         let path = dir.path().join(format!("{name}.tps"));
         std::fs::write(&path, &bytes).unwrap();
-        type Seen = Vec<(usize, u64, RecordKind, Vec<u8>)>;
-        let keep = |seen: &mut Seen, seg: usize, frame: u64, r: Skimmed<'_>| {
-            let (kind, payload) = match r {
-                Skimmed::Decoded(r) => {
-                    let mut buf = Vec::new();
-                    r.encode_payload(&mut buf);
-                    (r.kind(), buf)
-                }
-                Skimmed::Raw(kind, p) => (kind, p.to_vec()),
-            };
-            seen.push((seg, frame, kind, payload));
-        };
-        let mut plain: Seen = Vec::new();
-        let frame_at = std::cell::Cell::new(0u64);
-        let a = TraceStream::open(&path)
-            .unwrap()
-            .skim_frames(
-                decode,
-                |seg, r| keep(&mut plain, seg, frame_at.get(), r),
-                |_, start, _| frame_at.set(start),
-            )
-            .unwrap();
+        let (a, plain) = one_pass(TraceStream::open(&path), decode);
+        let a = a.unwrap();
         for threads in [1, 2, 4] {
             let mut par: Seen = Vec::new();
             let b = TraceStream::open(&path)
@@ -385,15 +338,7 @@ fn a_parallel_skim_of_a_file_hands_out_what_one_pass_does() {
                 .unwrap();
             assert!(plain.len() > 50_000, "{name}: {}", plain.len());
             assert!(par == plain, "{name} on {threads} threads: other events");
-            assert_eq!(a.len(), b.len());
-            for (a, b) in a.iter().zip(&b) {
-                assert_eq!(a.damage, b.damage, "{name}");
-                assert_eq!(a.completeness, b.completeness);
-                assert_eq!(a.strings, b.strings);
-                assert_eq!(a.segment, b.segment);
-                assert_eq!(a.end, b.end);
-                assert_eq!(a.undecodable_records, b.undecodable_records);
-            }
+            assert_same_tables(&a, &b, name);
             assert!(a.iter().any(|t| !t.damage.is_empty()), "{name}: no damage");
         }
     }

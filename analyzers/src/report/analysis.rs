@@ -213,26 +213,14 @@ fn analyze_run(run: usize, path: &str, trace: &Trace, d: &Digest, two_threads: b
         )
     };
     if !two_threads {
-        return analyze_run_with(run, path, trace, d, programs());
+        return finish_run(run, path, trace, d, programs(), timeline(run, trace, d));
     }
     std::thread::scope(|scope| {
         let other = scope.spawn(programs);
-        let (syncs, runtime_waits) = syncs::host_syncs(trace, d, run);
-        let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
-        let steps = steps::steps(trace, d, &sync_times);
-        let time = crate::breakdown::run_breakdown(run, trace, d, &syncs, &steps);
+        let timeline = timeline(run, trace, d);
         // A panic there shows as it would on this thread.
         let programs = other.join().unwrap_or_else(|_| programs());
-        finish_run(
-            run,
-            path,
-            trace,
-            d,
-            programs,
-            (syncs, runtime_waits),
-            steps,
-            time,
-        )
+        finish_run(run, path, trace, d, programs, timeline)
     })
 }
 
@@ -243,43 +231,25 @@ type Programs = (
     Option<OomReport>,
 );
 
-fn analyze_run_with(
-    run: usize,
-    path: &str,
-    trace: &Trace,
-    d: &Digest,
-    programs: Programs,
-) -> RunPart {
+/// A run's syncs (and the runtime's own waits), steps and time split: what comes in order.
+type Timeline = ((Vec<SyncView>, u64), Steps, crate::breakdown::RunBreakdown);
+
+fn timeline(run: usize, trace: &Trace, d: &Digest) -> Timeline {
     let (syncs, runtime_waits) = syncs::host_syncs(trace, d, run);
     let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
     let steps = steps::steps(trace, d, &sync_times);
     let time = crate::breakdown::run_breakdown(run, trace, d, &syncs, &steps);
-    finish_run(
-        run,
-        path,
-        trace,
-        d,
-        programs,
-        (syncs, runtime_waits),
-        steps,
-        time,
-    )
+    ((syncs, runtime_waits), steps, time)
 }
 
 /// A run's part from its programs, syncs, steps and time split.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the pieces of one run's analysis"
-)]
 fn finish_run(
     run: usize,
     path: &str,
     trace: &Trace,
     d: &Digest,
     (mut compiles, compiled_memory, oom): Programs,
-    (syncs, runtime_waits): (Vec<SyncView>, u64),
-    steps: Steps,
-    time: crate::breakdown::RunBreakdown,
+    ((syncs, runtime_waits), steps, time): Timeline,
 ) -> RunPart {
     let info = trace_info(run, path, trace, d, &steps);
     if matches!(steps.source, StepSource::Marker { .. }) {
