@@ -11,8 +11,9 @@
 //! payload), the caller's thread reads that chunk itself from where the one before stopped: the
 //! frame reader holds no state but its position, so it reads what one pass from the start would.
 //!
-//! Memory: the chunks in flight, [`AHEAD_PER_THREAD`] per thread of [`CHUNK_BYTES`] each (their
-//! events decoded), whatever the trace's length. The caller's fold is what remains serial.
+//! Memory: the chunks in flight, [`AHEAD_PER_THREAD`] per worker (at most [`MAX_WORKERS`]) of
+//! [`CHUNK_BYTES`] each (their events decoded), whatever the trace's length or the cores. The
+//! caller's fold is what remains serial.
 
 use std::io::{self, Read};
 use std::ops::Range;
@@ -59,6 +60,10 @@ impl<S: ReadAt + ?Sized> Read for At<'_, S> {
 /// Bytes of the body a worker takes at a time: large enough that finding the first frame and
 /// reading past the end cost little, small enough that the chunks in flight stay a few MB.
 pub const CHUNK_BYTES: u64 = 2 << 20;
+/// Workers at most, whatever the cores: the caller's fold is serial and takes about a third of
+/// the work, so a few workers keep it busy, and each holds chunks in flight (on a 64-core host
+/// one per core would hold a GB).
+pub const MAX_WORKERS: usize = 4;
 /// Chunks read ahead of the one the caller takes, per thread.
 pub const AHEAD_PER_THREAD: usize = 2;
 
@@ -263,7 +268,7 @@ pub fn skim_chunked<S: ReadAt + ?Sized>(
         .max(1);
     let starts = |i: usize| body + i as u64 * chunk;
     // The caller's thread is one of them: it folds.
-    let threads = threads.saturating_sub(1).clamp(1, count);
+    let threads = threads.saturating_sub(1).clamp(1, MAX_WORKERS.min(count));
     let shelf = Mutex::new(Shelf {
         ready: std::collections::VecDeque::new(),
         taken: 0,
