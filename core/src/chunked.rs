@@ -115,9 +115,15 @@ struct Chunk {
 pub const SEEK_BYTES: usize = 256 << 10;
 
 /// The first offset at or after `start` where a frame passes the resync screen and its CRC,
-/// within [`SEEK_BYTES`] (the frame whole in them); `None` when none does.
-fn first_frame_at_or_after<S: ReadAt + ?Sized>(src: &S, start: u64) -> io::Result<Option<u64>> {
-    let mut buf = vec![0u8; SEEK_BYTES];
+/// within [`SEEK_BYTES`] (the frame whole in them) of an input of `len` bytes (more may have
+/// come since); `None` when none does.
+fn first_frame_at_or_after<S: ReadAt + ?Sized>(
+    src: &S,
+    start: u64,
+    len: u64,
+) -> io::Result<Option<u64>> {
+    let room = usize::try_from(len.saturating_sub(start)).unwrap_or(SEEK_BYTES);
+    let mut buf = vec![0u8; room.clamp(FRAME_HEADER_LEN, SEEK_BYTES)];
     let mut n = 0;
     while n < buf.len() {
         match src.read_at(&mut buf[n..], start + n as u64) {
@@ -131,11 +137,11 @@ fn first_frame_at_or_after<S: ReadAt + ?Sized>(src: &S, start: u64) -> io::Resul
     Ok(find_frame(&buf, 0, buf.len(), &mut None).map(|i| start + i as u64))
 }
 
-/// The chunk `i` of those starting at `starts`: its first frame found after the cut (the first
-/// chunk starts at the first frame), then its items up to the next cut.
+/// The chunk that starts at byte `start` of an input of `len` bytes: its first frame found after
+/// the cut (the first chunk starts at the first frame), then its items up to the next cut.
 fn read_cut<S: ReadAt + ?Sized>(
     src: &S,
-    start: u64,
+    (start, len): (u64, u64),
     next: Option<u64>,
     first_chunk: bool,
     decode: fn(RecordKind) -> bool,
@@ -144,7 +150,7 @@ fn read_cut<S: ReadAt + ?Sized>(
     let from = if first_chunk {
         Some(start)
     } else {
-        first_frame_at_or_after(src, start)?
+        first_frame_at_or_after(src, start, len)?
     };
     match from {
         Some(from) => read_chunk(src, from, next, decode, chunk),
@@ -304,7 +310,7 @@ pub fn skim_chunked<S: ReadAt + ?Sized>(
                     let next = (i + 1 < count).then(|| starts(i + 1));
                     // A panic must still fill the slot: the caller waits for it.
                     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        read_cut(src, starts(i), next, i == 0, decode, spare)
+                        read_cut(src, (starts(i), len), next, i == 0, decode, spare)
                     }))
                     .unwrap_or_else(|_| Err(io::Error::other("a thread reading it panicked")));
                     let mut s = lock();

@@ -425,11 +425,12 @@ fn assert_chunked_agrees(bytes: &[u8]) {
     let decode = |k: RecordKind| k != RecordKind::Transfer;
     let (one_pass, plain) = one_pass(TraceStream::new(bytes, "bytes"), decode);
     let len = bytes.len() as u64;
-    // One cut per input (the inputs vary): smaller than a frame, or a third of the input.
-    let chunk = if len.is_multiple_of(2) {
-        1 + len % 61
-    } else {
-        len / 3 + 1
+    // One cut per input (the inputs vary): smaller than a frame (a few frames on a long input,
+    // so that a mutant costs about what its reads cost), or a third of the input.
+    let chunk = match len {
+        _ if !len.is_multiple_of(2) => len / 3 + 1,
+        ..2048 => 1 + len % 61,
+        _ => len / 64 + len % 61,
     };
     let threads = 2 + (len % 3) as usize;
     let mut chunked: Seen = Vec::new();
