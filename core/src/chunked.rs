@@ -22,7 +22,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use crate::event::{Record, RecordKind, SEGMENT_KIND};
 use crate::format::FRAME_HEADER_LEN;
 use crate::reader::{
-    Assembler, Damage, Fed, FrameItem, RawFrame, ReadError, Trace, absorbs, find_frame,
+    Assembler, Damage, Fed, FrameItem, RawFrame, ReadError, Trace, absorbs, find_frame, left_raw,
     set_file_len,
 };
 use crate::stream::{FrameReader, Skimmed, read_header};
@@ -196,8 +196,9 @@ fn read_chunk<S: ReadAt + ?Sized>(
 fn taken(f: RawFrame<'_>, decode: fn(RecordKind) -> bool, bytes: &mut Vec<u8>) -> Item {
     let end = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
     let kind = RecordKind::from_u16(f.kind).filter(|&k| f.kind != SEGMENT_KIND && !absorbs(k));
+    let raw = kind.is_some_and(|k| left_raw(k, decode));
     if let Some(kind) = kind
-        && decode(kind)
+        && !raw
         && let Ok(record) = Record::decode_payload(kind, f.payload)
     {
         return Item::Decoded {
@@ -210,7 +211,7 @@ fn taken(f: RawFrame<'_>, decode: fn(RecordKind) -> bool, bytes: &mut Vec<u8>) -
     bytes.extend_from_slice(f.payload);
     let payload = at..bytes.len();
     match kind {
-        Some(kind) if !decode(kind) => Item::Event {
+        Some(kind) if raw => Item::Event {
             offset: f.offset,
             end,
             kind,
@@ -330,8 +331,8 @@ pub fn skim_chunked<S: ReadAt + ?Sized>(
             lock().stop = true;
             changed.notify_all();
         };
-        // However this thread leaves (an error, or a panic in `each`), the workers stop: the
-        // scope waits for them.
+        // However this thread leaves (done, an error, or a panic in `each`), the workers stop:
+        // the scope waits for them.
         let _stops = Stops(&stop);
         // Where the next chunk's first item must start; `None` once the input is read.
         let mut expect = Some(body);
@@ -362,10 +363,7 @@ pub fn skim_chunked<S: ReadAt + ?Sized>(
                 }
             }) {
                 Ok(c) => c,
-                Err(e) => {
-                    stop();
-                    return Err(io_err(e));
-                }
+                Err(e) => return Err(io_err(e)),
             };
             for item in c.items.drain(..) {
                 feed(&mut asm, &mut done, len, &c.bytes, item, &mut each);
@@ -377,7 +375,6 @@ pub fn skim_chunked<S: ReadAt + ?Sized>(
             c.stop = None;
             lock().spare.push(c);
         }
-        stop();
         Ok(())
     });
     outcome?;

@@ -611,7 +611,7 @@ impl Assembler {
                     self.trace.unknown_records += 1;
                     return Fed::Nothing;
                 };
-                if !self.keep_events && !absorbs(kind) && !(self.decode)(kind) {
+                if !self.keep_events && left_raw(kind, self.decode) {
                     return Fed::Raw(kind, f.payload);
                 }
                 // Most records are events: handed on without a look at the tables.
@@ -699,6 +699,13 @@ const AGENT_PATH: &str = "/tpuscope_agent/";
 pub(crate) fn absorbs(kind: RecordKind) -> bool {
     use RecordKind::*;
     matches!(kind, Manifest | StringDef | StackDef | Blob | End | Client)
+}
+
+/// Whether a skimming reader hands an event frame of `kind` out raw, its payload not parsed:
+/// one `decode` does not ask for, unless the trace absorbs it (those are always decoded). The one
+/// rule of `Assembler::feed` and of the chunked read's workers.
+pub(crate) fn left_raw(kind: RecordKind, decode: fn(RecordKind) -> bool) -> bool {
+    !absorbs(kind) && !decode(kind)
 }
 
 fn absorb(trace: &mut Trace, r: Record) -> Option<Record> {
