@@ -124,7 +124,8 @@ if [ "${#todo[@]}" -gt 0 ]; then
     fi
     log "[$name] smoke import"
     # Run from the venv dir, never from a directory that may hold a stray libtpu.so.
-    (cd "$venv" && TPU_SKIP_MDS_QUERY=1 "$vpy" -c "$(smoke_code "$name")") || die "[$name] smoke import failed"
+    # The smoke import also byte-compiles the frontend's modules for the runs to come.
+    (cd "$venv" && env -u PYTHONDONTWRITEBYTECODE TPU_SKIP_MDS_QUERY=1 "$vpy" -c "$(smoke_code "$name")") || die "[$name] smoke import failed"
     plugin="$(cd "$venv" && "$vpy" -c "$PLUGIN_CODE")" || die "[$name] cannot locate the CPU plugin (lammps_jax_pjrt_cpu.PLUGIN_PATH)"
     [ -f "$plugin" ] || die "[$name] CPU plugin path does not exist: $plugin"
     echo "$plugin" > "$venv/.tpuscope-plugin-path"

@@ -7,6 +7,12 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 step() { printf '\n=== %s (+%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 
+# Python byte-compiles what a test env's interpreter imports into the venv's __pycache__, once.
+# An inherited PYTHONDONTWRITEBYTECODE (some images set it) makes each of the suite's interpreter
+# starts compile its imports again: `import torch, torch_xla, transformers` 28 s against 11 s,
+# `import jax, flax, optax` 5.9 s against 1.8 s, on 2 cores.
+unset PYTHONDONTWRITEBYTECODE
+
 # A fresh clone builds once: incremental state would only take disk (it is most of target/).
 if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
 
