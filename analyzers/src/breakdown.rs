@@ -431,6 +431,30 @@ pub fn run_breakdown(
     syncs: &[SyncView],
     steps: &Steps,
 ) -> RunBreakdown {
+    split_run(run, trace, d, syncs, steps, || throughput(d, steps))
+}
+
+/// Steady steps per second, and the batch with its rates: what a run's time split needs of its
+/// steps and launches alone (made beside the rest of it, see `report::analysis`).
+pub(crate) fn throughput(d: &Digest, steps: &Steps) -> (Option<f64>, Option<Batch>) {
+    let steps_per_s = steady_throughput(steps, timed_spans(d));
+    let batch = batch(d, steps).map(|b| Batch {
+        samples_per_s: steps_per_s.map(|s| s * b.samples_per_step as f64),
+        tokens_per_s: steps_per_s.and_then(|s| Some(s * b.tokens_per_step? as f64)),
+        ..b
+    });
+    (steps_per_s, batch)
+}
+
+/// [`run_breakdown`], with its [`throughput`] asked for last.
+pub(crate) fn split_run(
+    run: usize,
+    trace: &Trace,
+    d: &Digest,
+    syncs: &[SyncView],
+    steps: &Steps,
+    throughput: impl FnOnce() -> (Option<f64>, Option<Batch>),
+) -> RunBreakdown {
     let (start, end) = window(trace, d, steps);
     let mut compiling = Vec::new();
     let mut timing = DeviceTiming {
@@ -526,14 +550,9 @@ pub fn run_breakdown(
         .collect();
     steady_ms.sort_by(f64::total_cmp);
     let step_time = percentiles(&steady_ms);
-    let steps_per_s = steady_throughput(steps, timed_spans(d));
     let slow_steps = slow_steps(d, steps, &step_splits, step_time);
     let (step_splits, steps_left_out) = kept_splits(step_splits, &slow_steps);
-    let batch = batch(d, steps).map(|b| Batch {
-        samples_per_s: steps_per_s.map(|s| s * b.samples_per_step as f64),
-        tokens_per_s: steps_per_s.and_then(|s| Some(s * b.tokens_per_step? as f64)),
-        ..b
-    });
+    let (steps_per_s, batch) = throughput();
     RunBreakdown {
         run,
         total,
@@ -818,8 +837,13 @@ pub fn typical_step(splits: &[StepSplit]) -> Vec<(Category, f64)> {
             .filter(|s| s.steady)
             .map(|s| s.split.get(c))
             .collect();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(0.0)
+        if v.is_empty() {
+            return 0.0;
+        }
+        // The value a sort would put in the middle, without the sort: a long run has millions
+        // of steps.
+        let mid = v.len() / 2;
+        *v.select_nth_unstable_by(mid, f64::total_cmp).1
     };
     Category::ALL.iter().map(|&c| (c, median(c))).collect()
 }

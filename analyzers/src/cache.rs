@@ -48,20 +48,25 @@ pub struct CacheReport {
     pub stored_but_recompiled: Vec<StoredNotLoaded>,
 }
 
-/// Cache behaviour of runs given in order (the digests of their events); `compiles[i]` are the
-/// compiles of run `i`. `across_runs` is false for the hosts of one job, which compile the same
-/// programs at once.
-pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool) -> CacheReport {
-    let mut out = CacheReport::default();
-    let mut failures: BTreeMap<String, u64> = BTreeMap::new();
-    // Stores are matched to compiles by executable name: the store is handed the unloaded
-    // executable, whose handle differs from the compiled (loaded) one's.
-    let mut stored_names: Vec<HashSet<String>> = Vec::new();
-    let mut load_attempts: Vec<u64> = Vec::new();
-    for d in runs {
+/// What [`cache`] reads of one run's events: made per run, beside its other analyses.
+#[derive(Debug, Default)]
+pub(crate) struct RunCache {
+    executables_run: u64,
+    in_memory_reuse: u64,
+    persistent_hits: u64,
+    persistent_stores: u64,
+    deserialize_failures: u64,
+    failures: BTreeMap<String, u64>,
+    /// Names of the executables it stored.
+    stored: HashSet<String>,
+    /// Loads it asked the plugin for.
+    load_attempts: u64,
+}
+
+impl RunCache {
+    pub(crate) fn of(d: &Digest) -> RunCache {
+        let mut out = RunCache::default();
         let mut launched: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
-        let mut stored = HashSet::new();
-        let mut attempts = 0;
         // Executes in file order among the summaries (a summary's first launch counts once).
         let mut launches = d.launches().peekable();
         // The executable launched last: launched before (runs of one executable are common).
@@ -76,7 +81,7 @@ pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool)
                 out.in_memory_reuse += reuse(&mut launched, e.executable_id);
             }
             if matches!(r, Record::CacheLoad(_)) {
-                attempts += 1;
+                out.load_attempts += 1;
             }
             match r {
                 Record::ExecuteSummary(e) => {
@@ -85,7 +90,7 @@ pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool)
                 }
                 Record::CacheStore(s) if s.error.is_none() => {
                     out.persistent_stores += 1;
-                    stored.insert(s.executable_name.clone());
+                    out.stored.insert(s.executable_name.clone());
                 }
                 Record::CacheLoad(l) if l.ok => out.persistent_hits += 1,
                 Record::CacheLoad(l) => {
@@ -94,7 +99,7 @@ pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool)
                         .error
                         .as_ref()
                         .map_or_else(|| "unknown error".to_string(), |e| e.message.clone());
-                    *failures.entry(msg).or_default() += 1;
+                    *out.failures.entry(msg).or_default() += 1;
                 }
                 _ => {}
             }
@@ -102,9 +107,30 @@ pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool)
         for e in launches {
             out.in_memory_reuse += reuse(&mut launched, e.executable_id);
         }
-        out.executables_run += launched.len() as u64;
-        stored_names.push(stored);
-        load_attempts.push(attempts);
+        out.executables_run = launched.len() as u64;
+        out
+    }
+}
+
+/// Cache behaviour of runs given in order (what each one's events gave, [`RunCache::of`]);
+/// `compiles[i]` are the compiles of run `i`. `across_runs` is false for the hosts of one job,
+/// which compile the same programs at once.
+pub(crate) fn cache(
+    runs: &[RunCache],
+    compiles: &[Vec<CompileView>],
+    across_runs: bool,
+) -> CacheReport {
+    let mut out = CacheReport::default();
+    let mut failures: BTreeMap<String, u64> = BTreeMap::new();
+    for r in runs {
+        out.executables_run += r.executables_run;
+        out.in_memory_reuse += r.in_memory_reuse;
+        out.persistent_hits += r.persistent_hits;
+        out.persistent_stores += r.persistent_stores;
+        out.deserialize_failures += r.deserialize_failures;
+        for (msg, n) in &r.failures {
+            *failures.entry(msg.clone()).or_default() += n;
+        }
     }
     out.failures = failures
         .into_iter()
@@ -131,11 +157,11 @@ pub fn cache(runs: &[&Digest], compiles: &[Vec<CompileView>], across_runs: bool)
                     graph: c.name.clone(),
                     stored_in_run: stored_run,
                     recompiled_in_run: run,
-                    loads_attempted_in_run: load_attempts.get(run).copied().unwrap_or(0),
+                    loads_attempted_in_run: runs.get(run).map_or(0, |r| r.load_attempts),
                 });
             }
             this_run.entry(key).or_insert(run);
-            if stored_names.get(run).is_some_and(|s| s.contains(&c.name)) {
+            if runs.get(run).is_some_and(|r| r.stored.contains(&c.name)) {
                 stored_in.entry(key).or_insert(run);
             }
         }

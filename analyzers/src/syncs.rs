@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
@@ -21,7 +22,13 @@ pub struct SyncView {
     pub bytes: u64,
     /// `float32[8,16]` for reads, the wait's reason otherwise.
     pub what: String,
-    pub api: String,
+    /// Where it was made: shared by the syncs of one stack (a loop syncs from a handful).
+    pub site: Arc<SyncSite>,
+}
+
+/// Where a host sync was made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyncSite {
     pub source: Option<SourceLoc>,
     /// The innermost frame when no frame is the user's.
     pub innermost: Option<SourceLoc>,
@@ -36,19 +43,15 @@ pub fn host_syncs(trace: &Trace, d: &Digest, run: usize) -> (Vec<SyncView>, u64)
     let mut out = Vec::new();
     let mut runtime_waits = 0;
     // A loop syncs from a handful of stacks: resolve each once.
-    type Frames = (Option<SourceLoc>, Option<SourceLoc>, Option<SourceLoc>);
-    let mut frames: HashMap<u32, Frames> = HashMap::new();
-    let mut frames_of = |stack: u32| {
-        frames
-            .entry(stack)
-            .or_insert_with(|| {
-                (
-                    user_frame(trace, stack),
-                    innermost_frame(trace, stack),
-                    library_frame(trace, stack),
-                )
+    let mut sites: HashMap<u32, Arc<SyncSite>> = HashMap::new();
+    let mut site_of = |stack: u32| {
+        Arc::clone(sites.entry(stack).or_insert_with(|| {
+            Arc::new(SyncSite {
+                source: user_frame(trace, stack),
+                innermost: innermost_frame(trace, stack),
+                library: library_frame(trace, stack),
             })
-            .clone()
+        }))
     };
     // Blocking reads and waits are among the records the digest keeps whole.
     for (event, r) in d.others() {
@@ -60,7 +63,6 @@ pub fn host_syncs(trace: &Trace, d: &Digest, run: usize) -> (Vec<SyncView>, u64)
                     let _ = write!(what, "{sep}{d}");
                 }
                 what.push(']');
-                let (source, innermost, library) = frames_of(t.stack);
                 out.push(SyncView {
                     run,
                     event,
@@ -68,10 +70,7 @@ pub fn host_syncs(trace: &Trace, d: &Digest, run: usize) -> (Vec<SyncView>, u64)
                     stall_ns: t.blocked_ns,
                     bytes: t.bytes,
                     what,
-                    api: t.api.clone(),
-                    source,
-                    innermost,
-                    library,
+                    site: site_of(t.stack),
                 });
             }
             Record::Sync(s) => {
@@ -79,7 +78,6 @@ pub fn host_syncs(trace: &Trace, d: &Digest, run: usize) -> (Vec<SyncView>, u64)
                     runtime_waits += 1;
                     continue;
                 }
-                let (source, innermost, library) = frames_of(s.stack);
                 out.push(SyncView {
                     run,
                     event,
@@ -87,10 +85,7 @@ pub fn host_syncs(trace: &Trace, d: &Digest, run: usize) -> (Vec<SyncView>, u64)
                     stall_ns: s.dur_ns,
                     bytes: 0,
                     what: s.reason.clone(),
-                    api: s.reason.clone(),
-                    source,
-                    innermost,
-                    library,
+                    site: site_of(s.stack),
                 });
             }
             _ => {}
@@ -149,13 +144,25 @@ pub fn group(
         BTreeSet<String>,
         Vec<(usize, usize)>,
     );
-    let mut groups: BTreeMap<Key, Acc> = BTreeMap::new();
+    let key_of = |site: &SyncSite| -> Key {
+        match &site.source {
+            Some(src) => (Some(strip_function(src)), None, site.library.clone()),
+            None => (None, site.innermost.as_ref().map(strip_function), None),
+        }
+    };
+    // Each group's place in `accs`, by key; each site's group, found once per site rather than
+    // once per sync (the syncs of a stack share one site).
+    let mut group_at: BTreeMap<Key, usize> = BTreeMap::new();
+    let mut site_group: HashMap<*const SyncSite, usize> = HashMap::new();
+    let mut accs: Vec<Acc> = Vec::new();
     for s in syncs {
-        let key = match &s.source {
-            Some(src) => (Some(strip_function(src)), None, s.library.clone()),
-            None => (None, s.innermost.as_ref().map(strip_function), None),
-        };
-        let g = groups.entry(key).or_default();
+        let at = *site_group.entry(Arc::as_ptr(&s.site)).or_insert_with(|| {
+            *group_at.entry(key_of(&s.site)).or_insert_with(|| {
+                accs.push(Acc::default());
+                accs.len() - 1
+            })
+        });
+        let Some(g) = accs.get_mut(at) else { continue };
         g.0 += 1;
         g.1 += s.bytes;
         g.2 += s.stall_ns;
@@ -170,13 +177,14 @@ pub fn group(
     let function_of = |src: &SourceLoc| {
         syncs
             .iter()
-            .filter_map(|s| s.source.as_ref())
+            .filter_map(|s| s.site.source.as_ref())
             .find(|s| s.file == src.file && s.line == src.line)
             .map(|s| s.function.clone())
             .unwrap_or_default()
     };
-    let mut lines: Vec<SyncLine> = groups
+    let mut lines: Vec<SyncLine> = group_at
         .into_iter()
+        .filter_map(|(key, at)| Some((key, std::mem::take(accs.get_mut(at)?))))
         .map(|((source, innermost, library), (count, bytes, stall, in_steps, what, events))| {
             let source = source.map(|s| SourceLoc {
                 function: function_of(&s),
@@ -298,15 +306,39 @@ mod tests {
             stall_ns: 1,
             bytes: 4,
             what: "f32[]".into(),
-            api: "PJRT_Buffer_ToHostBuffer".into(),
-            source: Some(SourceLoc {
-                file: "train.py".into(),
-                line,
-                function: "main".into(),
+            site: Arc::new(SyncSite {
+                source: Some(SourceLoc {
+                    file: "train.py".into(),
+                    line,
+                    function: "main".into(),
+                }),
+                innermost: None,
+                library: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_syncs_of_one_line_group_together_whatever_their_stack() {
+        // Two stacks through one line (another caller's function name, or another run's
+        // stack table): two sites, one line, each sync counted once, in order.
+        let mut other = view(1, 9, 10);
+        other.site = Arc::new(SyncSite {
+            source: other.site.source.clone().map(|s| SourceLoc {
+                function: "step".into(),
+                ..s
             }),
             innermost: None,
             library: None,
-        }
+        });
+        other.what = "s32[]".into();
+        let syncs = [view(0, 3, 10), other, view(0, 5, 10), view(0, 7, 20)];
+        let lines = group(&syncs, 0, false, |_, _| None);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].count, 3);
+        assert_eq!(lines[0].events, [(0, 3), (1, 9), (0, 5)]);
+        assert_eq!(lines[0].what, ["f32[]", "s32[]"]);
+        assert_eq!(lines[1].events, [(0, 7)]);
     }
 
     #[test]

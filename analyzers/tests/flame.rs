@@ -118,7 +118,8 @@ fn torch_sync_stall_by_stack() {
     let line27_ns: u64 = syncs
         .iter()
         .filter(|s| {
-            s.source
+            s.site
+                .source
                 .as_ref()
                 .is_some_and(|src| src.file.ends_with("torch_xla_item.py") && src.line == 27)
         })
