@@ -4,8 +4,8 @@
 //! these, not a read of the trace. Where they are kept, and when a kept read still belongs to
 //! the file, is the caller's (the cli's cache of reads): see [`ReadCache`].
 //!
-//! The bytes: the reads as `saved::write` writes them, then the lanes and marks of each run as
-//! they lie in memory (only the build that wrote them reads them: the cache names the binary),
+//! The bytes: the reads as `saved::write` writes them, then the lanes (spans and their summary
+//! pyramid) and marks of each run as they lie in memory (only the build that wrote them reads them: the cache names the binary),
 //! with an XXH3 of their own, then the length of the reads part.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -308,6 +308,45 @@ impl<'a> In<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lane's spans and summary pyramid read back as they were built, for lengths around
+    /// the pyramid's block sizes, with durations too long for a word; anything cut short or of
+    /// another shape is refused.
+    #[test]
+    fn spans_and_their_summaries_read_back_as_built() {
+        use crate::lanes::{Kind, Spans};
+        for n in [0usize, 1, 2, 15, 16, 17, 255, 256, 257, 4097, 70_000] {
+            let items = (0..n as u64)
+                .map(|i| {
+                    let start = (i * 7919) % 100_003 * 1_000;
+                    let dur = if i % 1000 == 999 {
+                        5_000_000_000
+                    } else {
+                        i % 97 * 10
+                    };
+                    let kind = Kind::ALL[i as usize % Kind::ALL.len()];
+                    (start, start + dur, kind, i as u32)
+                })
+                .collect();
+            let spans = Spans::from_unsorted(items);
+            let mut bytes = Vec::new();
+            let mut o = Out::new(&mut bytes);
+            spans.write_raw(&mut o);
+            o.finish().unwrap();
+            let part = bytes.len() as u64 - 8;
+            let read = |bytes: &[u8], part: u64| {
+                let mut src = std::io::Cursor::new(bytes.to_vec());
+                let mut d = In::new(&mut src, part);
+                let s = Spans::read_raw(&mut d)?;
+                (d.is_empty() && d.sum_matches()).then_some(s)
+            };
+            assert_eq!(read(&bytes, part).as_ref(), Some(&spans), "{n} spans");
+            if n > 1 {
+                // The last level (one summary) cut off: not read as a lane.
+                assert_eq!(read(&bytes, part - 20), None, "{n} spans");
+            }
+        }
+    }
 
     /// Words written by `Out` read back by `In` across many pieces (a long trace's lanes are
     /// hundreds of pieces; the samples' fit in one), and a changed byte fails the sum.

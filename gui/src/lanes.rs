@@ -403,8 +403,8 @@ impl Spans {
         }
     }
 
-    /// Writes the finished spans as they lie (the cache of reads: only this build reads them
-    /// back, [`Spans::read_raw`]); the summaries are built again from them.
+    /// Writes the finished spans and their summaries as they lie (the cache of reads: only this
+    /// build reads them back, [`Spans::read_raw`]).
     pub(crate) fn write_raw(&self, o: &mut Out<'_>) {
         o.u64(self.len() as u64);
         o.u64(self.start.blocks.len() as u64);
@@ -438,6 +438,35 @@ impl Spans {
             o.u32(e);
             o.u64(d);
         }
+        // The pyramid too: building it again is a pass over every span, on the path to the
+        // first frame of a second view.
+        o.u64(self.levels.len() as u64);
+        let (mut words, mut longest) = (Vec::new(), Vec::new());
+        for level in &self.levels {
+            o.u64(level.len() as u64);
+            for word in [|s: &Summary| s.max_end, |s: &Summary| s.max_dur] {
+                words.clear();
+                words.extend(level.iter().map(word));
+                o.u64s(&words);
+            }
+            longest.clear();
+            longest.extend(level.iter().map(|s| s.longest));
+            o.u32s(&longest);
+        }
+    }
+
+    /// The length of each level of the pyramid [`Spans::summarize`] builds over `n` spans.
+    fn level_lens(n: usize) -> Vec<usize> {
+        let mut lens = Vec::new();
+        if n > 1 {
+            let mut len = n.div_ceil(FANOUT);
+            lens.push(len);
+            while len > 1 {
+                len = len.div_ceil(FANOUT);
+                lens.push(len);
+            }
+        }
+        lens
     }
 
     /// What [`Spans::write_raw`] wrote; `None` for anything that does not hang together.
@@ -515,12 +544,44 @@ impl Spans {
             let (e, dur) = (d.u32()?, d.u64()?);
             s.wide.insert(e, dur);
         }
-        s.summarize();
+        // The pyramid, of the shape `summarize` gives `n` spans, each longest span one of them.
+        let lens = Spans::level_lens(n);
+        if d.len()? != lens.len() {
+            return None;
+        }
+        for want in lens {
+            if d.len()? != want {
+                return None;
+            }
+            let (mut ends, mut durs) = (Vec::with_capacity(want), Vec::with_capacity(want));
+            d.words(want, |w| ends.push(u64::from_le_bytes(w)))?;
+            d.words(want, |w| durs.push(u64::from_le_bytes(w)))?;
+            let mut level = Vec::with_capacity(want);
+            let mut at = 0;
+            d.words(want, |w| {
+                let longest = u32::from_le_bytes(w);
+                let (max_end, max_dur) = (ends.get(at).copied(), durs.get(at).copied());
+                at += 1;
+                if let (Some(max_end), Some(max_dur)) = (max_end, max_dur)
+                    && (longest == u32::MAX || (longest as usize) < n)
+                {
+                    level.push(Summary {
+                        max_end,
+                        max_dur,
+                        longest,
+                    });
+                }
+            })?;
+            if level.len() != want {
+                return None;
+            }
+            s.levels.push(level);
+        }
         Some(s)
     }
 
     #[cfg(test)]
-    fn from_unsorted(items: Vec<(u64, u64, Kind, u32)>) -> Spans {
+    pub(crate) fn from_unsorted(items: Vec<(u64, u64, Kind, u32)>) -> Spans {
         let mut s = Spans::default();
         for (a, b, k, e) in items {
             s.push(a, b, k, e);
