@@ -216,11 +216,18 @@ fn analyze_run(run: usize, path: &str, trace: &Trace, d: &Digest, two_threads: b
         )
     };
     if !two_threads {
-        return finish_run(run, path, trace, d, programs(), timeline(run, trace, d));
+        return finish_run(
+            run,
+            path,
+            trace,
+            d,
+            programs(),
+            timeline(run, trace, d, false),
+        );
     }
     std::thread::scope(|scope| {
         let other = scope.spawn(programs);
-        let timeline = timeline_beside(run, trace, d);
+        let timeline = timeline(run, trace, d, true);
         // A panic there shows as it would on this thread.
         let programs = other.join().unwrap_or_else(|_| programs());
         finish_run(run, path, trace, d, programs, timeline)
@@ -238,29 +245,25 @@ type Programs = (
 /// A run's syncs (and the runtime's own waits), steps and time split: what comes in order.
 type Timeline = ((Vec<SyncView>, u64), Steps, crate::breakdown::RunBreakdown);
 
-fn timeline(run: usize, trace: &Trace, d: &Digest) -> Timeline {
-    let (syncs, runtime_waits) = syncs::host_syncs(trace, d, run);
-    let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
-    let steps = steps::steps(trace, d, &sync_times);
-    let time = crate::breakdown::run_breakdown(run, trace, d, &syncs, &steps);
-    ((syncs, runtime_waits), steps, time)
-}
-
-/// [`timeline`], with the steady throughput and the batch made on another thread while the
+/// With `beside`, the steady throughput and the batch are made on another thread while the
 /// steps' time is split: the same, in less time on two cores. (The split's layers are not made
 /// beside the steps: that saves as little and holds both at once.)
-fn timeline_beside(run: usize, trace: &Trace, d: &Digest) -> Timeline {
-    use crate::breakdown::{split_run, throughput};
+fn timeline(run: usize, trace: &Trace, d: &Digest, beside: bool) -> Timeline {
+    use crate::breakdown::{run_breakdown, split_run, throughput};
     let (syncs, runtime_waits) = syncs::host_syncs(trace, d, run);
     let sync_times: Vec<(u64, u64)> = syncs.iter().map(|s| (s.t_ns, s.stall_ns)).collect();
     let steps = steps::steps(trace, d, &sync_times);
-    let time = std::thread::scope(|scope| {
-        let rates = scope.spawn(|| throughput(d, &steps));
-        // A panic there shows as it would here: the rates are made here again.
-        split_run(run, trace, d, &syncs, &steps, || {
-            rates.join().unwrap_or_else(|_| throughput(d, &steps))
+    let time = if beside {
+        std::thread::scope(|scope| {
+            let rates = scope.spawn(|| throughput(d, &steps));
+            // A panic there shows as it would here: the rates are made here again.
+            split_run(run, trace, d, &syncs, &steps, || {
+                rates.join().unwrap_or_else(|_| throughput(d, &steps))
+            })
         })
-    });
+    } else {
+        run_breakdown(run, trace, d, &syncs, &steps)
+    };
     ((syncs, runtime_waits), steps, time)
 }
 
