@@ -155,8 +155,11 @@ pub fn group(
     let mut group_at: BTreeMap<Key, usize> = BTreeMap::new();
     let mut site_group: HashMap<*const SyncSite, usize> = HashMap::new();
     let mut accs: Vec<Acc> = Vec::new();
+    // The sites in the order their first sync came.
+    let mut sites: Vec<&SyncSite> = Vec::new();
     for s in syncs {
         let at = *site_group.entry(Arc::as_ptr(&s.site)).or_insert_with(|| {
+            sites.push(&s.site);
             *group_at.entry(key_of(&s.site)).or_insert_with(|| {
                 accs.push(Acc::default());
                 accs.len() - 1
@@ -174,10 +177,11 @@ pub fn group(
         }
         g.5.push((s.run, s.event));
     }
+    // The function of the first sync at that line: of the first site there, in that order.
     let function_of = |src: &SourceLoc| {
-        syncs
+        sites
             .iter()
-            .filter_map(|s| s.site.source.as_ref())
+            .filter_map(|s| s.source.as_ref())
             .find(|s| s.file == src.file && s.line == src.line)
             .map(|s| s.function.clone())
             .unwrap_or_default()

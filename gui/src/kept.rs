@@ -5,8 +5,9 @@
 //! the file, is the caller's (the cli's cache of reads): see [`ReadCache`].
 //!
 //! The bytes: the reads as `saved::write` writes them, then the lanes (spans and their summary
-//! pyramid) and marks of each run as they lie in memory (only the build that wrote them reads them: the cache names the binary),
-//! with an XXH3 of their own, then the length of the reads part.
+//! pyramid) and marks of each run as they lie in memory (only the build that wrote them reads
+//! them: the cache names the binary), with an XXH3 of their own, then the length of the reads
+//! part.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Range;

@@ -441,17 +441,11 @@ impl Spans {
         // The pyramid too: building it again is a pass over every span, on the path to the
         // first frame of a second view.
         o.u64(self.levels.len() as u64);
-        let (mut words, mut longest) = (Vec::new(), Vec::new());
         for level in &self.levels {
             o.u64(level.len() as u64);
-            for word in [|s: &Summary| s.max_end, |s: &Summary| s.max_dur] {
-                words.clear();
-                words.extend(level.iter().map(word));
-                o.u64s(&words);
-            }
-            longest.clear();
-            longest.extend(level.iter().map(|s| s.longest));
-            o.u32s(&longest);
+            o.u64s(&level.iter().map(|s| s.max_end).collect::<Vec<_>>());
+            o.u64s(&level.iter().map(|s| s.max_dur).collect::<Vec<_>>());
+            o.u32s(&level.iter().map(|s| s.longest).collect::<Vec<_>>());
         }
     }
 
@@ -553,29 +547,27 @@ impl Spans {
             if d.len()? != want {
                 return None;
             }
-            let (mut ends, mut durs) = (Vec::with_capacity(want), Vec::with_capacity(want));
+            let (mut ends, mut durs, mut longest) = (
+                Vec::with_capacity(want),
+                Vec::with_capacity(want),
+                Vec::with_capacity(want),
+            );
             d.words(want, |w| ends.push(u64::from_le_bytes(w)))?;
             d.words(want, |w| durs.push(u64::from_le_bytes(w)))?;
-            let mut level = Vec::with_capacity(want);
-            let mut at = 0;
-            d.words(want, |w| {
-                let longest = u32::from_le_bytes(w);
-                let (max_end, max_dur) = (ends.get(at).copied(), durs.get(at).copied());
-                at += 1;
-                if let (Some(max_end), Some(max_dur)) = (max_end, max_dur)
-                    && (longest == u32::MAX || (longest as usize) < n)
-                {
-                    level.push(Summary {
+            d.words(want, |w| longest.push(u32::from_le_bytes(w)))?;
+            if longest.iter().any(|&l| l != u32::MAX && l as usize >= n) {
+                return None;
+            }
+            let level = ends.into_iter().zip(durs).zip(longest);
+            s.levels.push(
+                level
+                    .map(|((max_end, max_dur), longest)| Summary {
                         max_end,
                         max_dur,
                         longest,
-                    });
-                }
-            })?;
-            if level.len() != want {
-                return None;
-            }
-            s.levels.push(level);
+                    })
+                    .collect(),
+            );
         }
         Some(s)
     }
