@@ -949,6 +949,22 @@ pub fn read_segments_each<S: Send>(
     decode: fn(RecordKind) -> bool,
     each: impl Fn(&mut S, Skimmed<'_>) + Sync,
 ) -> Result<Option<Vec<(Trace, S)>>, ReadError> {
+    read_segments_then(path, ranges, threads, make, decode, each, |_, t, s| (t, s))
+}
+
+/// [`read_segments_each`], each segment's trace and state then handed to `then` (with the
+/// segment's index) on the thread that read it: what a segment read leads to is made while the
+/// others are read, and what `then` drops is never held beside them. `None` as for
+/// [`read_segments_each`]; `then` has run on what was read by then.
+pub fn read_segments_then<S, R: Send>(
+    path: &Path,
+    ranges: &[(u64, u64)],
+    threads: usize,
+    make: impl Fn() -> S + Sync,
+    decode: fn(RecordKind) -> bool,
+    each: impl Fn(&mut S, Skimmed<'_>) + Sync,
+    then: impl Fn(usize, Trace, S) -> R + Sync,
+) -> Result<Option<Vec<R>>, ReadError> {
     let read_one = |range: (u64, u64)| -> SegmentRead<S> {
         let label = path.display().to_string();
         let mut f = TraceFile::open(path)?;
@@ -974,8 +990,15 @@ pub fn read_segments_each<S: Send>(
         set_file_len(&mut t, file_len.unwrap_or(range.1));
         Ok((t, state))
     };
-    let read: Vec<(Trace, S)> = crate::par::map_indices(ranges.len(), threads, |i| {
-        ranges.get(i).map(|&r| read_one(r))
+    let last = ranges.len().saturating_sub(1);
+    let read: Vec<(bool, R)> = crate::par::map_indices(ranges.len(), threads, |i| {
+        ranges.get(i).map(|&r| {
+            read_one(r).map(|(t, s)| {
+                let clean = t.damage.is_empty()
+                    && (i == last || !matches!(t.completeness, Completeness::Cut { .. }));
+                (clean, then(i, t, s))
+            })
+        })
     })
     .into_iter()
     .map(|r| {
@@ -986,9 +1009,6 @@ pub fn read_segments_each<S: Send>(
         })
     })
     .collect::<Result<_, _>>()?;
-    let last = read.len().saturating_sub(1);
-    let clean = read.iter().enumerate().all(|(i, (t, _))| {
-        t.damage.is_empty() && (i == last || !matches!(t.completeness, Completeness::Cut { .. }))
-    });
-    Ok(clean.then_some(read))
+    let clean = read.iter().all(|(c, _)| *c);
+    Ok(clean.then(|| read.into_iter().map(|(_, r)| r).collect()))
 }
