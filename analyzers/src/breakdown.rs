@@ -574,7 +574,7 @@ fn kept_splits(splits: Vec<StepSplit>, slow: &[SlowStep]) -> (Vec<StepSplit>, u6
     if n <= KEPT_FIRST_STEPS + KEPT_LAST_STEPS {
         return (splits, 0);
     }
-    let kept: Vec<StepSplit> = splits
+    let mut kept: Vec<StepSplit> = splits
         .into_iter()
         .enumerate()
         .filter(|(i, s)| {
@@ -584,6 +584,8 @@ fn kept_splits(splits: Vec<StepSplit>, slow: &[SlowStep]) -> (Vec<StepSplit>, u6
         })
         .map(|(_, s)| s)
         .collect();
+    // Collected in place: the buffer of every step's split, most of it left out.
+    kept.shrink_to_fit();
     let left_out = (n - kept.len()) as u64;
     (kept, left_out)
 }

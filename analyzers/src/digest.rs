@@ -220,6 +220,22 @@ impl Digest {
         b.finish()
     }
 
+    /// What is left of the digest once its run's own analyses are made (`report::AnalysedRun`):
+    /// the counts, times and records read whole, which is all the report's join of runs reads
+    /// (a job's hosts: clocks, errors, cache loads, the last time in the file); the launches,
+    /// busy spans, batches, memory series and step markers, which grow with the run, go.
+    pub fn without_bulk(self) -> Digest {
+        Digest {
+            events: self.events,
+            first_t: self.first_t,
+            last_t: self.last_t,
+            end_t: self.end_t,
+            last_t_in_file: self.last_t_in_file,
+            others: self.others,
+            ..Digest::default()
+        }
+    }
+
     /// The records read whole, with their place among the events.
     pub fn others(&self) -> impl DoubleEndedIterator<Item = (usize, &Record)> {
         self.others.iter().map(|(i, r)| (*i, r))

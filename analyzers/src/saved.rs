@@ -4,9 +4,12 @@
 //!
 //! Only what a finished read holds is written (tables, end, counts, the digest): in varints,
 //! times as differences from the one before, but the launch table as it lies in memory (28
-//! bytes a launch, read back by a copy: only this build reads it). The bytes end with an XXH3
-//! of what comes before; [`decode`] checks it and every length, and gives `None`
-//! for anything it did not write (a cache is never trusted: the caller reads the trace again).
+//! bytes a launch, read back by a copy: only this build reads it). Each read (a merged file's
+//! host) is followed by its length and an XXH3 of its bytes, so that one read can be found
+//! from the end ([`index`]) and checked alone ([`decode_part`]): a job's hosts are read back
+//! one at a time, on all cores, never all at once. The bytes end with an XXH3 of what comes
+//! before; [`decode`] checks it and every length, and gives `None` for anything it did not
+//! write (a cache is never trusted: the caller reads the trace again).
 
 use prost::Message;
 use prost::encoding::encode_varint;
@@ -18,7 +21,10 @@ use crate::digest::Digest;
 use crate::hbm::{MemorySample, MemorySeries};
 
 /// Changes whenever what is written changes: bytes of another version are not read.
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
+
+/// What follows each read: its length and the XXH3 of its bytes, little-endian.
+const TRAILER: usize = 16;
 
 /// Writes the bytes of reads to `out` as they are made (a long run's are tens of MB): each
 /// trace (its tables, end, counts, damage and completeness; its events are in the digest) with
@@ -28,13 +34,38 @@ pub fn write<'a, W: std::io::Write>(
     out: W,
 ) -> std::io::Result<()> {
     let mut e = Enc(Summed::new(out));
-    e.u(VERSION);
-    e.u(reads.len() as u64);
+    e.0.bytes(&head(reads.len()));
     for (t, d) in reads {
-        trace(&mut e, t);
-        digest(&mut e, d);
+        part(&mut e, t, d);
     }
     e.0.finish().map(drop)
+}
+
+/// One read, then its trailer (length and sum).
+fn part<W: std::io::Write>(e: &mut Enc<W>, t: &Trace, d: &Digest) {
+    e.0.start_part();
+    trace(e, t);
+    digest(e, d);
+    let (len, sum) = e.0.end_part();
+    e.0.bytes(&len.to_le_bytes());
+    e.0.bytes(&sum.to_le_bytes());
+}
+
+/// What [`write`] writes before the reads, for `runs` of them: then each one's
+/// [`run_bytes`], in order, and the sum of all (a [`Summed`] they go through). The way to
+/// write a job's hosts as each is read, without holding them.
+pub fn head(runs: usize) -> Vec<u8> {
+    let mut b = Vec::new();
+    encode_varint(VERSION, &mut b);
+    encode_varint(runs as u64, &mut b);
+    b
+}
+
+/// One read's bytes (and its trailer), as [`write`] writes them.
+pub fn run_bytes(t: &Trace, d: &Digest) -> Vec<u8> {
+    let mut e = Enc(Summed::new(Vec::new()));
+    part(&mut e, t, d);
+    e.0.unsummed()
 }
 
 /// What [`write`] wrote; `None` for any other bytes (another version, a cut or changed file).
@@ -43,18 +74,84 @@ pub fn decode(bytes: &[u8]) -> Option<Vec<(Trace, Digest)>> {
     if xxhash_rust::xxh3::xxh3_64(body).to_le_bytes() != *sum {
         return None;
     }
-    let mut d = Dec { b: body };
+    let parts = index(&mut std::io::Cursor::new(bytes), 0..bytes.len() as u64)?;
+    parts
+        .iter()
+        .map(|p| {
+            let at = usize::try_from(p.at.start).ok()?..usize::try_from(p.at.end).ok()?;
+            decode_part(bytes.get(at)?, p.sum)
+        })
+        .collect()
+}
+
+/// Where one read lies in what [`write`] wrote, and the XXH3 its bytes must have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub at: std::ops::Range<u64>,
+    pub sum: u64,
+}
+
+/// Where each read lies in the bytes [`write`] wrote, `at` in `src`, found from their
+/// trailers, last first (a seek and 16 bytes a read, not the reads): `None` unless the head
+/// says this version and the reads fill the bytes exactly. The sum of the whole is not read.
+pub fn index(
+    src: &mut (impl std::io::Read + std::io::Seek),
+    at: std::ops::Range<u64>,
+) -> Option<Vec<Part>> {
+    use std::io::SeekFrom;
+    // The head: two varints, at most 20 bytes.
+    let mut head_bytes = [0u8; 20];
+    let n_head = usize::try_from(at.end.checked_sub(at.start)?.min(20)).ok()?;
+    src.seek(SeekFrom::Start(at.start)).ok()?;
+    src.read_exact(head_bytes.get_mut(..n_head)?).ok()?;
+    let mut d = Dec {
+        b: head_bytes.get(..n_head)?,
+    };
     if d.u()? != VERSION {
         return None;
     }
-    let n = d.count()?;
-    let mut out = Vec::with_capacity(n);
+    let n = usize::try_from(d.u()?).ok()?;
+    let first = at.start + (n_head - d.b.len()) as u64;
+    // The last read ends before the sum of the whole.
+    let mut end = at.end.checked_sub(8)?;
+    let mut parts = Vec::new();
     for _ in 0..n {
-        let t = read_trace(&mut d)?;
-        let g = read_digest(&mut d)?;
-        out.push((t, g));
+        let trailer_at = end.checked_sub(TRAILER as u64)?;
+        if trailer_at < first {
+            return None;
+        }
+        let mut t = [0u8; TRAILER];
+        src.seek(SeekFrom::Start(trailer_at)).ok()?;
+        src.read_exact(&mut t).ok()?;
+        let (len, sum) = t.split_at(8);
+        let len = u64::from_le_bytes(len.try_into().ok()?);
+        let sum = u64::from_le_bytes(sum.try_into().ok()?);
+        let start = trailer_at.checked_sub(len)?;
+        if start < first {
+            return None;
+        }
+        parts.push(Part {
+            at: start..trailer_at,
+            sum,
+        });
+        end = start;
     }
-    d.b.is_empty().then_some(out)
+    if end != first {
+        return None;
+    }
+    parts.reverse();
+    Some(parts)
+}
+
+/// One read of [`index`], from its bytes; `None` unless they are the ones written.
+pub fn decode_part(bytes: &[u8], sum: u64) -> Option<(Trace, Digest)> {
+    if xxhash_rust::xxh3::xxh3_64(bytes) != sum {
+        return None;
+    }
+    let mut d = Dec { b: bytes };
+    let t = read_trace(&mut d)?;
+    let g = read_digest(&mut d)?;
+    d.b.is_empty().then_some((t, g))
 }
 
 fn trace<W: std::io::Write>(e: &mut Enc<W>, t: &Trace) {
@@ -376,6 +473,9 @@ pub struct Summed<W> {
     out: W,
     sum: xxhash_rust::xxh3::Xxh3,
     failed: Option<std::io::Error>,
+    /// The part being written ([`Summed::start_part`]): where it starts in `buf`, how much of
+    /// it went out before, and the sum of that.
+    part: Option<(usize, u64, xxhash_rust::xxh3::Xxh3)>,
 }
 
 impl<W: std::io::Write> Summed<W> {
@@ -385,7 +485,23 @@ impl<W: std::io::Write> Summed<W> {
             out,
             sum: xxhash_rust::xxh3::Xxh3::new(),
             failed: None,
+            part: None,
         }
+    }
+
+    /// Starts a part: what goes through from here to [`Summed::end_part`] is also summed alone.
+    fn start_part(&mut self) {
+        self.part = Some((self.buf.len(), 0, xxhash_rust::xxh3::Xxh3::new()));
+    }
+
+    /// The length and the sum of what went through since [`Summed::start_part`].
+    fn end_part(&mut self) -> (u64, u64) {
+        let Some((from, len, mut sum)) = self.part.take() else {
+            return (0, 0);
+        };
+        let rest = self.buf.get(from..).unwrap_or_default();
+        sum.update(rest);
+        (len + rest.len() as u64, sum.digest())
     }
 
     /// Bytes as they are.
@@ -402,12 +518,28 @@ impl<W: std::io::Write> Summed<W> {
 
     fn flush(&mut self) {
         self.sum.update(&self.buf);
+        if let Some((from, len, sum)) = &mut self.part {
+            let rest = self.buf.get(*from..).unwrap_or_default();
+            sum.update(rest);
+            *len += rest.len() as u64;
+            *from = 0;
+        }
         if self.failed.is_none()
             && let Err(err) = self.out.write_all(&self.buf)
         {
             self.failed = Some(err);
         }
         self.buf.clear();
+    }
+
+    /// What went through, without the sum: a part of what another `Summed` sums.
+    fn unsummed(mut self) -> Vec<u8>
+    where
+        W: Into<Vec<u8>>,
+    {
+        let mut out: Vec<u8> = self.out.into();
+        out.append(&mut self.buf);
+        out
     }
 
     /// Writes what is buffered and the sum of all of it; gives the output back.

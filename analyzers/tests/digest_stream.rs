@@ -2,14 +2,15 @@
 //! whole gives its digests from `Trace::events`. Both must give the same report, on every sample
 //! trace, on a merged (many-segment) trace and on traces cut short; and a clean merged file read
 //! segment by segment on several threads, its hosts analysed on several threads, gives the same
-//! report again. A read saved as bytes (`saved::write`, what `report` caches) and read back gives
+//! report again, and so does each host analysed on the thread that read it (`AnalysedRun`,
+//! what `report` of a job file does). A read saved as bytes (`saved::write`, what `report` caches) and read back gives
 //! the same report as the read itself; bytes it did not write read back as nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
 use tpuscope_analyzers::digest::{Digest, DigestBuilder, read_stream};
-use tpuscope_analyzers::report::{Input, Options, build};
+use tpuscope_analyzers::report::{AnalysedRun, Input, Options, build, build_analysed};
 use tpuscope_analyzers::saved;
 use tpuscope_core::{Trace, TraceStream, read_traces};
 
@@ -56,7 +57,50 @@ fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
     )
     .unwrap()?;
     let read: Vec<_> = read.into_iter().map(|(t, b)| b.finish_for(t)).collect();
-    Some(report_json_on(&inputs_of(name, &read), 3))
+    let held = report_json_on(&inputs_of(name, &read), 3);
+    // Each host analysed on the thread that read it, its launches dropped then: the same.
+    let analysed = tpuscope_core::stream::read_segments_then(
+        path,
+        &ranges,
+        3,
+        DigestBuilder::default,
+        DigestBuilder::decodes,
+        |b, r| b.push_skimmed(r),
+        |i, t, b| {
+            let (t, d) = b.finish_for(t);
+            AnalysedRun::new(i, format!("{name}#{i}"), t, d)
+        },
+    )
+    .unwrap()
+    .expect("read clean once, read clean again");
+    let report = build_analysed(analysed, &Options::default()).expect("hosts in their order");
+    assert_eq!(
+        held,
+        serde_json::to_value(report).unwrap(),
+        "{name}: hosts analysed as read"
+    );
+    // Analysed in an order the report does not put them in (the first host given the last
+    // process index): refused, not misnumbered.
+    let mut out_of_order = read.clone();
+    for (k, (t, _)) in out_of_order.iter_mut().enumerate() {
+        if let Some(s) = t.segment.as_mut() {
+            s.process_index = if k == 0 { n_u32(read.len()) } else { 0 };
+        }
+    }
+    let runs: Vec<AnalysedRun> = out_of_order
+        .iter()
+        .enumerate()
+        .map(|(k, (t, d))| AnalysedRun::new(k, format!("{name}#{k}"), t.clone(), d.clone()))
+        .collect();
+    assert!(
+        build_analysed(runs, &Options::default()).is_none(),
+        "{name}: hosts analysed out of order were taken"
+    );
+    Some(held)
+}
+
+fn n_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap()
 }
 
 /// Each read trace with its digest as a report's input, named `name#segment`.

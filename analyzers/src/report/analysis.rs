@@ -65,14 +65,123 @@ pub(crate) fn analyze_digested(
     let (order, multi_host, runs) = order_runs(inputs, digests);
     let traces: Vec<&Trace> = order.iter().map(|&i| inputs[i].trace).collect();
     let ds: Vec<&Digest> = order.iter().map(|&i| digests.get(i)).collect();
+    // One run: its own analyses take the second thread.
+    let two_threads = order.len() == 1 && threads > 1;
+    let parts = tpuscope_core::par::map_indices(order.len(), threads, |run| {
+        let (&i, trace, d) = (order.get(run)?, traces.get(run)?, ds.get(run)?);
+        Some(analyze_run(
+            run,
+            &inputs.get(i)?.path,
+            trace,
+            d,
+            two_threads,
+        ))
+    })
+    .into_iter()
+    .map(Option::flatten)
+    .collect();
+    join_runs(inputs, &order, (multi_host, runs), &traces, &ds, parts)
+}
+
+/// A run analysed on its own as soon as it was read (a host of a merged job file, on the
+/// thread that read it): its trace's tables, what is left of its digest
+/// ([`Digest::without_bulk`]) and its own analyses. A job's report then holds each host's
+/// summaries, not its launches, and reads and analyses its hosts on all cores.
+pub struct AnalysedRun {
+    run: usize,
+    path: String,
+    trace: Trace,
+    digest: Digest,
+    part: RunPart,
+}
+
+impl AnalysedRun {
+    /// Analyses `trace` and `digest` as the report's `run`-th run, named `path`.
+    pub fn new(run: usize, path: String, trace: Trace, digest: Digest) -> AnalysedRun {
+        let mut part = analyze_run(run, &path, &trace, &digest, false);
+        // Held until every run is in: without the room their vectors grew into.
+        part.steps.steps.shrink_to_fit();
+        part.syncs.shrink_to_fit();
+        part.compiles.shrink_to_fit();
+        part.members.shrink_to_fit();
+        AnalysedRun {
+            run,
+            path,
+            trace,
+            digest: digest.without_bulk(),
+            part,
+        }
+    }
+
+    /// The run's trace: its tables, no events.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// What the report calls the run.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// Runs analysed as they were read, taken apart: each run's trace and what is left of its
+/// digest, in the order given, and their own analyses; `None` unless the `k`-th was
+/// analysed as run `k`.
+pub(crate) type Analysed = (Vec<(String, Trace, Digest)>, Vec<Option<RunPart>>);
+
+pub(crate) fn take_apart(runs: Vec<AnalysedRun>) -> Option<Analysed> {
+    if runs.iter().enumerate().any(|(k, r)| r.run != k) {
+        return None;
+    }
+    Some(
+        runs.into_iter()
+            .map(|r| ((r.path, r.trace, r.digest), Some(r.part)))
+            .unzip(),
+    )
+}
+
+/// [`analyze_digested`] of runs whose own analyses were made as they were read (`parts`, by
+/// input): `None` when the report orders them otherwise than they were analysed, which only
+/// a read holding every digest can then redo.
+pub(crate) fn analyze_analysed(
+    inputs: &[Input<'_>],
+    digests: &Digests<'_>,
+    parts: Vec<Option<RunPart>>,
+) -> Option<Report> {
+    let (order, multi_host, runs) = order_runs(inputs, digests);
+    if order.iter().enumerate().any(|(k, &i)| k != i) {
+        return None;
+    }
+    let traces: Vec<&Trace> = inputs.iter().map(|i| i.trace).collect();
+    let ds: Vec<&Digest> = (0..inputs.len()).map(|i| digests.get(i)).collect();
+    Some(join_runs(
+        inputs,
+        &order,
+        (multi_host, runs),
+        &traces,
+        &ds,
+        parts,
+    ))
+}
+
+/// The report from each run's own analyses (`parts`, in run order; a missing one is made
+/// again here) and what the runs give together.
+fn join_runs(
+    inputs: &[Input<'_>],
+    order: &[usize],
+    (multi_host, runs): (bool, RunsInfo),
+    traces: &[&Trace],
+    ds: &[&Digest],
+    parts: Vec<Option<RunPart>>,
+) -> Report {
     let mut report = empty_report(runs);
-    let per_run = analyze_runs(&mut report, inputs, &order, &traces, &ds, threads);
+    let per_run = analyze_runs(&mut report, inputs, order, traces, ds, parts);
     let total_steps: usize = per_run.steps.iter().map(|s| s.steps.len()).sum();
     let torch = report.traces.first().is_some_and(|t| t.frontend.is_torch());
     report.syncs = syncs::group(&per_run.syncs, total_steps, torch, |run, t| {
         per_run.steps.get(run).and_then(|s| s.steady_step_at(t))
     });
-    report.steps = steps_report(&traces, &per_run.steps);
+    report.steps = steps_report(traces, &per_run.steps);
     report.cache = cache::cache(&per_run.cache, &per_run.compiles, !multi_host);
     summarize_compiles(&mut report, &per_run.compiles);
     let frontend = report
@@ -82,7 +191,7 @@ pub(crate) fn analyze_digested(
         .unwrap_or_default();
     report.findings = findings(&report, &frontend, &per_run.steps);
     if multi_host {
-        add_hosts(&mut report, &traces, &ds, &per_run);
+        add_hosts(&mut report, traces, ds, &per_run);
     }
     report
 }
@@ -188,7 +297,7 @@ struct PerRun {
 }
 
 /// What one run's own analyses give, before they join the report in run order.
-struct RunPart {
+pub(crate) struct RunPart {
     compiles: Vec<CompileView>,
     /// Its compiles and the programs seen before an attach: what its families are made of.
     members: Vec<CompileView>,
@@ -304,28 +413,17 @@ fn finish_run(
 }
 
 /// Fills the report's per-run sections (traces, warnings, memory, errors, families, phases)
-/// and returns what the cross-run sections are built from. The runs (a job's hosts) are
-/// analysed on up to `threads` threads; they join the report in run order.
+/// from each run's own analyses (`parts`, in run order) and returns what the cross-run
+/// sections are built from. A run whose part is missing (its analysis panicked on its thread)
+/// is analysed again here: the panic shows as it would without threads.
 fn analyze_runs(
     report: &mut Report,
     inputs: &[Input<'_>],
     order: &[usize],
     traces: &[&Trace],
     digests: &[&Digest],
-    threads: usize,
+    parts: Vec<Option<RunPart>>,
 ) -> PerRun {
-    // One run: its own analyses take the second thread.
-    let two_threads = order.len() == 1 && threads > 1;
-    let parts = tpuscope_core::par::map_indices(order.len(), threads, |run| {
-        let (&i, trace, d) = (order.get(run)?, traces.get(run)?, digests.get(run)?);
-        Some(analyze_run(
-            run,
-            &inputs.get(i)?.path,
-            trace,
-            d,
-            two_threads,
-        ))
-    });
     let mut all_compiles = Vec::new();
     let mut all_syncs: Vec<SyncView> = Vec::new();
     let mut all_steps: Vec<Steps> = Vec::new();
@@ -336,9 +434,7 @@ fn analyze_runs(
         .zip(traces.iter().zip(digests))
         .enumerate()
     {
-        // A run whose analysis panicked on its thread is analysed again here: the panic shows
-        // as it would without threads.
-        let part = part.flatten().unwrap_or_else(|| {
+        let part = part.unwrap_or_else(|| {
             let path = order.get(run).and_then(|&i| inputs.get(i));
             analyze_run(run, path.map_or("", |i| i.path.as_str()), trace, d, false)
         });

@@ -30,13 +30,13 @@ mod lines;
 mod pipeline;
 
 pub(crate) use analysis::analyze_digested;
-pub use analysis::{analyze, frontend_of, manifest_frontend, recording_stopped};
+pub use analysis::{AnalysedRun, analyze, frontend_of, manifest_frontend, recording_stopped};
 pub use ci::{
     BaselineResult, Budget, BudgetError, BudgetKey, BudgetResult, BudgetStatus, apply_budgets,
     compare_baseline, failed,
 };
 pub use lines::{phases_lines, setup_compile_line, stopped_line};
-pub use pipeline::{Options, build, build_one, build_one_digested};
+pub use pipeline::{Options, build, build_analysed, build_one, build_one_digested};
 
 /// Version of the report's JSON shape.
 pub const REPORT_VERSION: u32 = 1;

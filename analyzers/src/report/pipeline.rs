@@ -20,9 +20,38 @@ pub struct Options {
 /// Analyses `inputs` and completes the report with `options`.
 pub fn build(inputs: &[Input<'_>], options: &Options) -> Report {
     let digests = Digests::of(inputs);
-    let mut report = analyze_digested(inputs, &digests, options.threads);
+    let report = analyze_digested(inputs, &digests, options.threads);
+    complete(report, inputs, &digests, options)
+}
+
+/// [`build`] of runs whose own analyses were made as each was read ([`AnalysedRun`], in
+/// run order: a merged job file's hosts as it holds them). The same report as [`build`] of the
+/// same traces and digests, holding each run's summaries instead of its digest. `None` when
+/// the `k`-th run was not analysed as run `k`, or the report orders the runs otherwise (hosts
+/// not in order of process index, runs of no one job): then only [`build`] can make it.
+pub fn build_analysed(runs: Vec<AnalysedRun>, options: &Options) -> Option<Report> {
+    let (held, parts) = super::analysis::take_apart(runs)?;
+    let inputs: Vec<Input<'_>> = held
+        .iter()
+        .map(|(path, trace, digest)| Input {
+            digest: Some(digest),
+            ..Input::new(path.clone(), trace)
+        })
+        .collect();
+    let digests = Digests::of(&inputs);
+    let report = super::analysis::analyze_analysed(&inputs, &digests, parts)?;
+    Some(complete(report, &inputs, &digests, options))
+}
+
+/// The report completed with `options`: dynamo's logs joined, budgets, the baseline.
+fn complete(
+    mut report: Report,
+    inputs: &[Input<'_>],
+    digests: &Digests<'_>,
+    options: &Options,
+) -> Report {
     if !options.torch_logs.is_empty() {
-        torch_trace::attach_digested(&mut report, inputs, &digests, &options.torch_logs);
+        torch_trace::attach_digested(&mut report, inputs, digests, &options.torch_logs);
     }
     apply_budgets(&mut report, &options.budgets);
     if let Some(b) = &options.baseline {
