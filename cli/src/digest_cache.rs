@@ -76,6 +76,13 @@ impl Entry {
         tpuscope_analyzers::saved::decode(&self.load_bytes()?)
     }
 
+    /// This very file's reads (and this binary's), when kept, as parts to read one at a time.
+    pub(crate) fn parts(&self) -> Option<KeptParts> {
+        let (mut file, len) = self.open_body()?;
+        let parts = tpuscope_analyzers::saved::index(&mut file, HEAD_LEN as u64..len)?;
+        Some(KeptParts { file, parts })
+    }
+
     /// The bytes kept for this very file (and this binary), when there are.
     fn load_bytes(&self) -> Option<Vec<u8>> {
         let (mut f, len) = self.open_body()?;
@@ -124,20 +131,9 @@ impl Entry {
         ended: bool,
         write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
     ) {
-        let Some((_, stamp)) = entry(path, &self.settings, self.content) else {
+        let Some(stamp) = self.keepable(path, ended) else {
             return;
         };
-        if stamp != self.stamp {
-            return;
-        }
-        let settled = std::fs::metadata(path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|m| m.elapsed().ok())
-            .is_some_and(|age| age >= SETTLED);
-        if !(ended || settled) {
-            return;
-        }
         // Best effort: a cache that cannot be written leaves the report as it is.
         let written = write_new(&self.file, self.settings.cap_bytes / 2, |f| {
             f.write_all(&header(&stamp))?;
@@ -146,6 +142,181 @@ impl Entry {
         if written.is_ok() {
             trim(&self.settings, &self.file);
         }
+    }
+
+    /// The trace's stamp when what was read of it may be kept (`ended`: every segment of it has
+    /// its end record): `None` when it changed since [`Entry::of`] or may still grow.
+    fn keepable(&self, path: &Path, ended: bool) -> Option<[u64; STAMP_WORDS]> {
+        let (_, stamp) = entry(path, &self.settings, self.content)?;
+        if stamp != self.stamp {
+            return None;
+        }
+        let settled = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age >= SETTLED);
+        (ended || settled).then_some(stamp)
+    }
+
+    /// Starts keeping the reads of a file of `runs` segments as each is made
+    /// ([`Storing::put`]), so that they are never all held: `None` when the cache file cannot
+    /// be started. Only `Content::Reads`.
+    pub(crate) fn storing(&self, runs: usize) -> Option<Storing<'_>> {
+        if self.content != Content::Reads {
+            return None;
+        }
+        let (tmp, mut f) = new_tmp(&self.file).ok()?;
+        // The stamp is outside the sum, as `store_with` writes it.
+        if f.write_all(&header(&self.stamp)).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+            return None;
+        }
+        let mut out = Summed::new(f);
+        out.bytes(&tpuscope_analyzers::saved::head(runs));
+        Some(Storing {
+            entry: self,
+            tmp,
+            pending: std::sync::Mutex::new(Pending {
+                out: Some(out),
+                runs,
+                next: 0,
+                waiting: std::collections::BTreeMap::new(),
+                ended: true,
+                written: 0,
+                failed: false,
+            }),
+        })
+    }
+}
+
+use tpuscope_analyzers::saved::Summed;
+
+/// The reads kept of a file, each read back alone ([`KeptParts::each`]).
+pub(crate) struct KeptParts {
+    file: std::fs::File,
+    parts: Vec<tpuscope_analyzers::saved::Part>,
+}
+
+impl KeptParts {
+    /// How many reads (a merged file's hosts) there are.
+    pub(crate) fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// `then(i, trace, digest)` of each read, on up to `threads` threads, each read's bytes
+    /// held only while it decodes: `None` when one is not what was written.
+    pub(crate) fn each<R: Send>(
+        &self,
+        threads: usize,
+        then: impl Fn(usize, Trace, Digest) -> R + Sync,
+    ) -> Option<Vec<R>> {
+        use std::os::unix::fs::FileExt;
+        tpuscope_core::par::map_indices(self.parts.len(), threads, |i| {
+            let p = self.parts.get(i)?;
+            let mut bytes = vec![0u8; usize::try_from(p.at.end - p.at.start).ok()?];
+            // Read at its place: the threads share the one file the stamp was checked on.
+            self.file.read_exact_at(&mut bytes, p.at.start).ok()?;
+            let (t, d) = tpuscope_analyzers::saved::decode_part(&bytes, p.sum)?;
+            drop(bytes);
+            Some(then(i, t, d))
+        })
+        .into_iter()
+        .map(Option::flatten)
+        .collect()
+    }
+}
+
+/// The reads of a merged file's hosts going into the cache as each is made, in file order: one
+/// read before those ahead of it waits as its bytes. Renamed into place by
+/// [`Storing::finish`] once every host's is in; removed otherwise.
+pub(crate) struct Storing<'a> {
+    entry: &'a Entry,
+    tmp: PathBuf,
+    pending: std::sync::Mutex<Pending>,
+}
+
+struct Pending {
+    out: Option<Summed<std::fs::File>>,
+    runs: usize,
+    next: usize,
+    waiting: std::collections::BTreeMap<usize, Vec<u8>>,
+    ended: bool,
+    written: u64,
+    failed: bool,
+}
+
+impl Storing<'_> {
+    /// The `i`-th segment's read (any thread, any order).
+    pub(crate) fn put(&self, i: usize, t: &Trace, d: &Digest) {
+        let cap = self.entry.settings.cap_bytes / 2;
+        let mut guard = match self.pending.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let p = &mut *guard;
+        if p.failed || i < p.next || i >= p.runs {
+            p.failed = true;
+            return;
+        }
+        let bytes = tpuscope_analyzers::saved::run_bytes(t, d);
+        p.ended &= matches!(t.completeness, Completeness::Complete);
+        p.waiting.insert(i, bytes);
+        loop {
+            let next = p.next;
+            let Some(bytes) = p.waiting.remove(&next) else {
+                break;
+            };
+            p.next += 1;
+            p.written = p.written.saturating_add(bytes.len() as u64);
+            if p.written > cap {
+                // Past what the cache may hold: nothing more is written.
+                p.failed = true;
+                p.waiting.clear();
+                return;
+            }
+            if let Some(out) = p.out.as_mut() {
+                out.bytes(&bytes);
+            }
+        }
+    }
+
+    /// Puts the cache file in place when every segment's read is in, it was all written and
+    /// the trace at `path` is as it was and will not grow; otherwise leaves nothing behind.
+    pub(crate) fn finish(self, path: &Path) {
+        let p = match self.pending.lock() {
+            Ok(mut p) => std::mem::replace(
+                &mut *p,
+                Pending {
+                    out: None,
+                    runs: 0,
+                    next: 0,
+                    waiting: std::collections::BTreeMap::new(),
+                    ended: false,
+                    written: 0,
+                    failed: true,
+                },
+            ),
+            Err(_) => return,
+        };
+        if p.failed || p.next != p.runs {
+            return;
+        }
+        let Some(out) = p.out else { return };
+        let Ok(file) = out.finish() else { return };
+        drop(file);
+        if self.entry.keepable(path, p.ended).is_some()
+            && std::fs::rename(&self.tmp, &self.entry.file).is_ok()
+        {
+            trim(&self.entry.settings, &self.entry.file);
+        }
+    }
+}
+
+impl Drop for Storing<'_> {
+    fn drop(&mut self) {
+        // Gone once renamed into place: then this finds nothing.
+        let _ = std::fs::remove_file(&self.tmp);
     }
 }
 
@@ -231,6 +402,21 @@ fn write_new(
     max: u64,
     write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    let (tmp, mut f) = new_tmp(file)?;
+    let written = write(&mut f).and_then(|()| match f.metadata()?.len() {
+        len if len > max => Err(std::io::Error::other("larger than the cache may hold")),
+        _ => Ok(()),
+    });
+    let renamed = written.and_then(|()| std::fs::rename(&tmp, file));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed
+}
+
+/// A new temporary file beside `file`, to be renamed into its place; refused when what is at
+/// `file` is not a regular file (never replaced).
+fn new_tmp(file: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     let dir = file.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     if std::fs::symlink_metadata(file).is_ok_and(|m| !m.is_file()) {
@@ -238,22 +424,11 @@ fn write_new(
     }
     let name = file.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&tmp)
-        .and_then(|mut f| {
-            write(&mut f)?;
-            match f.metadata()?.len() {
-                len if len > max => Err(std::io::Error::other("larger than the cache may hold")),
-                _ => Ok(()),
-            }
-        });
-    let renamed = written.and_then(|()| std::fs::rename(&tmp, file));
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    renamed
+        .open(&tmp)?;
+    Ok((tmp, f))
 }
 
 /// Removes the least recently used cache files (never `kept`) while they take more than the cap.

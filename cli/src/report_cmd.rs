@@ -101,53 +101,23 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         }
         crate::whatif::check_topology(t)?;
     }
-    let mut traces = Vec::new();
-    // The file each input came from, for the logs next to it.
-    let mut sources: Vec<&Path> = Vec::new();
-    let mut digests = Vec::new();
-    for p in &args.traces {
-        // A merged job file gives one input per host. The report (and what-if) read each
-        // trace's events as they stream by (its digest).
-        let (read, digested) = read_digested(p)?;
-        for t in read {
-            let path = match &t.segment {
-                Some(s) => format!("{}#{}/p{}", p.display(), s.host, s.process_index),
-                None => p.display().to_string(),
-            };
-            traces.push((path, t));
-            sources.push(p);
-        }
-        digests.extend(digested);
-    }
+    let read = read_inputs(args)?;
     let baseline = match &args.baseline {
         Some(p) => Some(read_baseline(p)?),
         None => None,
     };
-
-    let inputs: Vec<Input<'_>> = traces
-        .iter()
-        .zip(&digests)
-        .map(|((path, trace), d)| Input {
-            digest: Some(d),
-            ..Input::new(path.clone(), trace)
-        })
-        .collect();
-    let torch_logs: Vec<_> = traces
-        .iter()
-        .zip(&sources)
-        .filter_map(|((path, t), file)| {
-            crate::torch_logs::find(args.torch_trace.as_deref(), Some(file), Some(t), path)
-        })
-        .collect();
-    let rep = report::build(
-        &inputs,
-        &report::Options {
-            torch_logs,
-            budgets,
-            baseline,
-            threads: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+    let options = report::Options {
+        torch_logs: Vec::new(),
+        budgets,
+        baseline,
+        threads: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+    };
+    let (
+        rep,
+        Held {
+            traces, digests, ..
         },
-    );
+    ) = build_report(args, read, options)?;
 
     print_warnings(&rep);
 
@@ -211,6 +181,91 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
     Ok(i32::from(failed))
 }
 
+/// A report's traces, read: a merged job file's hosts each analysed as it was read, or every
+/// trace's tables and digest held.
+enum Read<'a> {
+    Hosts(&'a Path, Vec<report::AnalysedRun>),
+    Held(Held<'a>),
+}
+
+/// Traces read with their digests, held (what-if reads every launch), and the file each came
+/// from (for the logs next to it).
+#[derive(Default)]
+struct Held<'a> {
+    traces: Vec<(String, tpuscope_core::Trace)>,
+    sources: Vec<&'a Path>,
+    digests: Vec<Digest>,
+}
+
+/// Reads the report's traces: a merged job file alone (and no what-if) host by host.
+fn read_inputs(args: &ReportArgs) -> Result<Read<'_>> {
+    if let ([p], None) = (args.traces.as_slice(), &args.whatif)
+        && let Some(runs) = read_analysed(p)?
+    {
+        return Ok(Read::Hosts(p, runs));
+    }
+    read_held(&args.traces).map(Read::Held)
+}
+
+/// Each trace's tables and digest, read as its events stream by; a merged job file gives one
+/// per host.
+fn read_held(paths: &[PathBuf]) -> Result<Held<'_>> {
+    let mut held = Held::default();
+    for p in paths {
+        let (read, digested) = read_digested(p)?;
+        for t in read {
+            held.traces.push((input_path(p, &t), t));
+            held.sources.push(p);
+        }
+        held.digests.extend(digested);
+    }
+    Ok(held)
+}
+
+/// The report of what was read, with dynamo's logs found next to the traces; what was held
+/// comes back for what-if (nothing when a job's hosts were analysed as read).
+fn build_report<'a>(
+    args: &'a ReportArgs,
+    read: Read<'a>,
+    mut options: report::Options,
+) -> Result<(Report, Held<'a>)> {
+    let logs = |file: &Path, t: &tpuscope_core::Trace, path: &str| {
+        crate::torch_logs::find(args.torch_trace.as_deref(), Some(file), Some(t), path)
+    };
+    let held = match read {
+        Read::Hosts(p, runs) => {
+            options.torch_logs = runs
+                .iter()
+                .filter_map(|r| logs(p, r.trace(), r.path()))
+                .collect();
+            if let Some(rep) = report::build_analysed(runs, &options) {
+                return Ok((rep, Held::default()));
+            }
+            // Hosts the report orders otherwise than the file: read again, held.
+            read_held(&args.traces)?
+        }
+        Read::Held(held) => held,
+    };
+    let inputs: Vec<Input<'_>> = held
+        .traces
+        .iter()
+        .zip(&held.digests)
+        .map(|((path, trace), d)| Input {
+            digest: Some(d),
+            ..Input::new(path.clone(), trace)
+        })
+        .collect();
+    options.torch_logs = held
+        .traces
+        .iter()
+        .zip(&held.sources)
+        .filter_map(|((path, t), file)| logs(file, t, path))
+        .collect();
+    let rep = report::build(&inputs, &options);
+    drop(inputs);
+    Ok((rep, held))
+}
+
 /// The report's warnings (a cut trace, no end record, recording stopped…) on stderr, as every
 /// command that builds a report says them: each kind a few times at most (a forged file of
 /// 100 000 segments is not 100 000 lines).
@@ -260,6 +315,64 @@ fn read_uncached(path: &Path) -> Result<Vec<(tpuscope_core::Trace, Digest)>> {
     let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     tpuscope_analyzers::digest::read_file_stream(stream, threads).map_err(read_error)
+}
+
+/// What the report calls a trace read from `file`: a merged file's host by its name and
+/// process index.
+fn input_path(file: &Path, t: &tpuscope_core::Trace) -> String {
+    match &t.segment {
+        Some(s) => format!("{}#{}/p{}", file.display(), s.host, s.process_index),
+        None => file.display().to_string(),
+    }
+}
+
+/// A merged job file's hosts, each analysed on the thread that read it as soon as it is read
+/// (`report::AnalysedRun`), its launches then dropped: the report of a job holds each host's
+/// summaries, not every host's digest at once. Each host's read goes into the cache of reads
+/// as it is made, in file order; when the cache has them, each is read back from there alone.
+/// `None` when the file is not a merged one, or shows damage a host read alone cannot resync
+/// past (one pass reads it).
+fn read_analysed(path: &Path) -> Result<Option<Vec<report::AnalysedRun>>> {
+    use tpuscope_analyzers::digest::DigestBuilder;
+    let read_error = |e| crate::dump::read_error(path, e);
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let cache = crate::digest_cache::Entry::of(path, crate::digest_cache::Content::Reads);
+    if let Some(kept) = cache.as_ref().and_then(crate::digest_cache::Entry::parts) {
+        // Read before: each host's read back and analysed alone. One run is read whole.
+        if kept.len() < 2 {
+            return Ok(None);
+        }
+        let runs = kept.each(threads, |i, t, d| {
+            report::AnalysedRun::new(i, input_path(path, &t), t, d)
+        });
+        if runs.is_some() {
+            return Ok(runs);
+        }
+    }
+    let Some(ranges) = tpuscope_core::stream::segment_ranges(path).map_err(read_error)? else {
+        return Ok(None);
+    };
+    let storing = cache.as_ref().and_then(|c| c.storing(ranges.len()));
+    let runs = tpuscope_core::stream::read_segments_then(
+        path,
+        &ranges,
+        threads,
+        DigestBuilder::default,
+        DigestBuilder::decodes,
+        |b, r| b.push_skimmed(r),
+        |i, t, b| {
+            let (t, d) = b.finish_for(t);
+            if let Some(s) = &storing {
+                s.put(i, &t, &d);
+            }
+            report::AnalysedRun::new(i, input_path(path, &t), t, d)
+        },
+    )
+    .map_err(read_error)?;
+    if let (Some(s), Some(_)) = (storing, &runs) {
+        s.finish(path);
+    }
+    Ok(runs)
 }
 
 fn read_baseline(path: &Path) -> Result<serde_json::Value> {

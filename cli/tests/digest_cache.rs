@@ -82,6 +82,42 @@ fn a_second_report_reads_the_cache_and_says_the_same() {
     assert_eq!(off.stdout, first.stdout);
 }
 
+/// A merged job file's hosts are read, analysed and kept one at a time: the cache is written
+/// host by host, read back host by host, and says what the trace says; a host's bytes
+/// damaged in the cache send the report back to the trace, and the cache is written anew.
+#[test]
+fn a_job_file_is_kept_and_read_back_host_by_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("cache");
+    let trace = dir.path().join("job.tps");
+    std::fs::copy(
+        repo_root().join("sample_traces/golden/v1.1-merged.tps"),
+        &trace,
+    )
+    .unwrap();
+    let first = report(&trace, &home, &[]);
+    let files = cache_files(&home);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let saved = std::fs::read(&files[0]).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(json["traces"].as_array().unwrap().len(), 2, "{json}");
+
+    let second = report(&trace, &home, &[]);
+    assert_eq!(second.stdout, first.stdout);
+    assert_eq!(second.stderr, first.stderr);
+    assert_eq!(std::fs::read(&files[0]).unwrap(), saved);
+    let off = report(&trace, &home, &[("TPUSCOPE_DIGEST_CACHE", "0")]);
+    assert_eq!(off.stdout, first.stdout);
+
+    // A byte of the first host's part changed: its own sum catches it.
+    let mut damaged = saved.clone();
+    damaged[200] ^= 0x04;
+    std::fs::write(&files[0], &damaged).unwrap();
+    let again = report(&trace, &home, &[]);
+    assert_eq!(again.stdout, first.stdout);
+    assert_eq!(std::fs::read(&files[0]).unwrap(), saved);
+}
+
 #[test]
 fn a_damaged_or_stale_cache_is_read_past_and_replaced() {
     let dir = tempfile::tempdir().unwrap();
