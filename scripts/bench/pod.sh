@@ -49,7 +49,7 @@ XDG_CACHE_HOME="$cache_home" TPUSCOPE_DIGEST_CACHE=1 "$bin" report "$job" >/dev/
 again="$(XDG_CACHE_HOME="$cache_home" TPUSCOPE_DIGEST_CACHE=1 timed "$bin" report "$job")"
 row "report again (cache of reads)" "$again"
 awk -v one="${one##* }" -v job="${report##* }" -v h="$hosts" 'BEGIN {
-  printf "memory: the job report %.1f MB = one host'"'"'s %.1f MB + %.1f MB per further host (its summaries)\n", job / 1024, one / 1024, (job - one) / 1024 / (h - 1)
+  printf "memory: the job report %.1f MB = one host'"'"'s %.1f MB + %.1f MB per further host\n", job / 1024, one / 1024, (job - one) / 1024 / (h - 1)
 }'
 awk -v m="${merge%% *}" -v r="${report%% *}" -v h="$hosts" -v n="$n" 'BEGIN {
   w = m + r;
