@@ -917,3 +917,30 @@ fn with_step_markers_a_compile_belongs_to_the_step_it_ran_in_not_to_its_later_la
     assert!(!rep.recompiles[0].finding, "{:#?}", rep.recompiles);
     assert!(rep.findings.is_empty(), "{:#?}", rep.findings);
 }
+
+/// The live steps/s counts the report's own steps: the starts it keeps are the first run's
+/// steps of the last window, cut by the report's rule (never re-derived by a view).
+#[test]
+fn the_report_keeps_the_latest_step_starts_for_a_live_rate() {
+    use tpuscope_analyzers::report::{STEP_RATE_WINDOW_NS, build_one};
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../sample_traces/real/jax_lr.tps");
+    let trace = &tpuscope_core::read_traces(&std::fs::read(path).unwrap()).unwrap()[0];
+    let report = build_one("jax_lr", trace, None);
+    let starts = &report.steps.recent_starts;
+    assert!(!starts.is_empty() && report.steps.count > 0);
+    let t0 = trace.manifest.as_ref().unwrap().start_mono_ns;
+    // The per-step rows are the same steps: the last row is the last kept start.
+    let last_row = report.steps.per_step.last().unwrap();
+    let last = *starts.iter().max().unwrap();
+    assert!(((last - t0) as f64 / 1e6 - last_row.t_ms).abs() < 1e-3);
+    assert!(starts.iter().all(|&t| t + STEP_RATE_WINDOW_NS > last));
+    let in_rows = report
+        .steps
+        .per_step
+        .iter()
+        .filter(|r| r.t_ms * 1e6 + t0 as f64 > last.saturating_sub(STEP_RATE_WINDOW_NS) as f64)
+        .count();
+    assert_eq!(in_rows, starts.len());
+    assert!(report.steps.rate_at(last, t0).is_some_and(|r| r > 0.0));
+}

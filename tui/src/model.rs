@@ -15,7 +15,7 @@ use tpuscope_analyzers::report::{
     FamilyReport, MemberReport, Report, TraceCompleteness, TraceInfo,
 };
 use tpuscope_analyzers::source::short_path;
-use tpuscope_analyzers::steps::{StepSource, executable_names_of};
+use tpuscope_analyzers::steps::executable_names_of;
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
@@ -29,8 +29,6 @@ pub const MEMORY_SAMPLES: usize = 240;
 pub const STEP_SAMPLES: usize = 240;
 /// Rows of the largest compiled executables.
 const LARGEST_COMPILED: usize = 5;
-/// Window over which steps/s is measured.
-pub const STEP_RATE_WINDOW_NS: u64 = 5_000_000_000;
 /// The events log looks at most this many records from the end: a stream of identical executes
 /// collapses into few lines, and the walk must stay bounded all the same. A live view keeps
 /// this many of the latest records ([`Run::recent`]).
@@ -364,8 +362,7 @@ impl Model {
         let start = m.start_mono_ns;
         let names = executable_names_of(digest);
 
-        // Drops (the records are kept whole), the last time, the step starts the report's
-        // rule found.
+        // Drops (the records are kept whole), the last time.
         let dropped = digest
             .others()
             .filter_map(|(_, r)| match r {
@@ -374,20 +371,6 @@ impl Model {
             })
             .fold(trace.end.as_ref().map_or(0, |e| e.dropped_total), u64::max);
         let last_t = digest.last_t.map_or(start, |t| t.max(start));
-        let step_times: Vec<u64> = match &report.steps.source {
-            StepSource::Marker { marker } => digest
-                .step_marks
-                .iter()
-                .find(|(name, _)| name == marker)
-                .map(|(_, times)| times.clone())
-                .unwrap_or_default(),
-            StepSource::DominantExecutable { executable } => digest
-                .launches()
-                .filter(|l| names.get(&l.executable_id) == Some(executable))
-                .map(|l| l.t_ns)
-                .collect(),
-            StepSource::None => Vec::new(),
-        };
         let now = now_ns.unwrap_or(last_t);
 
         let header = Header {
@@ -407,7 +390,7 @@ impl Model {
             pjrt_api: format!("{}.{}", m.pjrt_api_major, m.pjrt_api_minor),
             packages: packages(&m.package_versions),
             uptime_ns: now.saturating_sub(start),
-            steps_per_s: step_rate(&step_times, now, start),
+            steps_per_s: report.steps.rate_at(now, start),
             partial: report
                 .traces
                 .first()
@@ -595,22 +578,6 @@ fn packages(kvs: &[tpuscope_core::event::KeyValue]) -> Vec<(String, String)> {
                 .map(|kv| (kv.key.clone(), kv.value.clone()))
         })
         .collect()
-}
-
-/// Steps per second over the last [`STEP_RATE_WINDOW_NS`] before `now`, or since the run
-/// started when it is younger than that. Counting (rather than the spacing of the steps) keeps
-/// the rate honest for loops that run their steps in bursts and for a loop that stopped.
-fn step_rate(times: &[u64], now: u64, run_start: u64) -> Option<f64> {
-    if times.is_empty() {
-        return None;
-    }
-    let span = now.saturating_sub(run_start).min(STEP_RATE_WINDOW_NS);
-    if span == 0 {
-        return None;
-    }
-    let from = now - span;
-    let recent = times.iter().filter(|&&t| t > from && t <= now).count();
-    Some(recent as f64 / (span as f64 / 1e9))
 }
 
 /// One entry per device, as the report counts it ([`hbm::SeriesFold::series`]: the allocator's numbers when
@@ -845,22 +812,6 @@ fn recent_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn step_rate_uses_the_window() {
-        // 10 steps/s for 20 s: the last 5 s hold 50 steps.
-        let times: Vec<u64> = (1..=200).map(|i| i * 100_000_000).collect();
-        let r = step_rate(&times, 200 * 100_000_000, 0).unwrap_or(0.0);
-        assert!((r - 10.0).abs() < 1e-9, "{r}");
-        // A run younger than the window: counted since it started, bursts and all.
-        let burst: Vec<u64> = (0..5).map(|i| 500_000_000 + i * 1_000).collect();
-        let r = step_rate(&burst, 1_000_000_000, 0).unwrap_or(0.0);
-        assert!((r - 5.0).abs() < 1e-9, "{r}");
-        // A loop that stopped a while ago runs at 0 steps/s.
-        let r = step_rate(&times, 40 * 1_000_000_000, 0).unwrap_or(1.0);
-        assert_eq!(r, 0.0);
-        assert_eq!(step_rate(&[], 5, 0), None);
-    }
 
     #[test]
     fn commands_are_shortened() {

@@ -931,6 +931,17 @@ pub(super) fn steps_report(traces: &[&Trace], all: &[Steps]) -> StepsReport {
             r.detected_by = steps.source.label();
             r.source = steps.source.clone();
         }
+        if run == 0
+            && let Some(last) = steps.steps.iter().map(|s| s.start_ns).max()
+        {
+            let from = last.saturating_sub(STEP_RATE_WINDOW_NS);
+            r.recent_starts = steps
+                .steps
+                .iter()
+                .map(|s| s.start_ns)
+                .filter(|&t| t > from)
+                .collect();
+        }
         r.count += steps.steps.len() as u64;
         r.graph_fragments_per_step = r
             .graph_fragments_per_step

@@ -77,6 +77,29 @@ impl Report {
     }
 }
 
+impl StepsReport {
+    /// The first run's steps per second over the [`STEP_RATE_WINDOW_NS`] before `now`, or
+    /// since `run_start` when the run is younger than that; `None` without steps. Counting
+    /// (rather than the spacing of the steps) keeps the rate honest for loops that run their
+    /// steps in bursts and for a loop that stopped (0).
+    pub fn rate_at(&self, now: u64, run_start: u64) -> Option<f64> {
+        if self.recent_starts.is_empty() {
+            return None;
+        }
+        let span = now.saturating_sub(run_start).min(STEP_RATE_WINDOW_NS);
+        if span == 0 {
+            return None;
+        }
+        let from = now - span;
+        let recent = self
+            .recent_starts
+            .iter()
+            .filter(|&&t| t > from && t <= now)
+            .count();
+        Some(recent as f64 / (span as f64 / 1e9))
+    }
+}
+
 impl SyncLine {
     /// Where a person acts on this sync: `file.py:33 (fn) → lib.py:10 (read)` when a library
     /// the user's line calls does the read, `(no user frame) lib.py:10 (fn)` when no user code
@@ -228,5 +251,32 @@ impl FamilyReport {
         } else {
             ""
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_starts(recent_starts: Vec<u64>) -> StepsReport {
+        StepsReport {
+            recent_starts,
+            ..StepsReport::default()
+        }
+    }
+
+    #[test]
+    fn the_live_step_rate_counts_the_window() {
+        // 10 steps/s for 20 s: the last 5 s hold 50 steps.
+        let steady = with_starts((1..=200).map(|i| i * 100_000_000).collect());
+        let r = steady.rate_at(200 * 100_000_000, 0).unwrap_or(0.0);
+        assert!((r - 10.0).abs() < 1e-9, "{r}");
+        // A run younger than the window: counted since it started, bursts and all.
+        let burst = with_starts((0..5).map(|i| 500_000_000 + i * 1_000).collect());
+        let r = burst.rate_at(1_000_000_000, 0).unwrap_or(0.0);
+        assert!((r - 5.0).abs() < 1e-9, "{r}");
+        // A loop that stopped a while ago runs at 0 steps/s.
+        assert_eq!(steady.rate_at(40 * 1_000_000_000, 0), Some(0.0));
+        assert_eq!(with_starts(Vec::new()).rate_at(5, 0), None);
     }
 }

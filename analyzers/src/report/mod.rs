@@ -311,7 +311,15 @@ pub struct StepsReport {
     /// Compiles in steady-state steps (a steady loop compiles nothing).
     pub compiles_after_first_step: u64,
     pub per_step: Vec<StepRow>,
+    /// When the first run's latest steps started (monotonic ns): those within
+    /// [`STEP_RATE_WINDOW_NS`] of its last one, all a live steps/s counts
+    /// ([`StepsReport::rate_at`]).
+    #[serde(skip)]
+    pub recent_starts: Vec<u64>,
 }
+
+/// The window a live view's steps/s is counted over.
+pub const STEP_RATE_WINDOW_NS: u64 = 5_000_000_000;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepRow {
