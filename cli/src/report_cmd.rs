@@ -294,27 +294,41 @@ pub(crate) fn read_digested(path: &Path) -> Result<(Vec<tpuscope_core::Trace>, V
 }
 
 fn read_uncached(path: &Path) -> Result<Vec<(tpuscope_core::Trace, Digest)>> {
-    use tpuscope_analyzers::digest::DigestBuilder;
     let read_error = |e| crate::dump::read_error(path, e);
     if let Some(ranges) = tpuscope_core::stream::segment_ranges(path).map_err(read_error)? {
-        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let read = tpuscope_core::stream::read_segments_each(
-            path,
-            &ranges,
-            threads,
-            DigestBuilder::default,
-            DigestBuilder::decodes,
-            |b, r| b.push_skimmed(r),
-        )
-        .map_err(read_error)?;
         // Damage a segment read alone cannot resync past: read in one pass below.
-        if let Some(read) = read {
-            return Ok(read.into_iter().map(|(t, b)| b.finish_for(t)).collect());
+        if let Some(read) = read_hosts(path, &ranges, |_, t, d| (t, d))? {
+            return Ok(read);
         }
     }
     let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     tpuscope_analyzers::digest::read_file_stream(stream, threads).map_err(read_error)
+}
+
+/// The hosts of a merged file (`ranges`, as `segment_ranges` gave them) read on all cores,
+/// each one's digest made as its events stream by, then `then(index, trace, digest)` on the
+/// thread that read it: `None` when a host shows damage it cannot resync past alone.
+fn read_hosts<R: Send>(
+    path: &Path,
+    ranges: &[(u64, u64)],
+    then: impl Fn(usize, tpuscope_core::Trace, Digest) -> R + Sync,
+) -> Result<Option<Vec<R>>> {
+    use tpuscope_analyzers::digest::DigestBuilder;
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    tpuscope_core::stream::read_segments_then(
+        path,
+        ranges,
+        threads,
+        DigestBuilder::default,
+        DigestBuilder::decodes,
+        |b, r| b.push_skimmed(r),
+        |i, t, b| {
+            let (t, d) = b.finish_for(t);
+            then(i, t, d)
+        },
+    )
+    .map_err(|e| crate::dump::read_error(path, e))
 }
 
 /// What the report calls a trace read from `file`: a merged file's host by its name and
@@ -333,7 +347,6 @@ fn input_path(file: &Path, t: &tpuscope_core::Trace) -> String {
 /// `None` when the file is not a merged one, or shows damage a host read alone cannot resync
 /// past (one pass reads it).
 fn read_analysed(path: &Path) -> Result<Option<Vec<report::AnalysedRun>>> {
-    use tpuscope_analyzers::digest::DigestBuilder;
     let read_error = |e| crate::dump::read_error(path, e);
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let cache = crate::digest_cache::Entry::of(path, crate::digest_cache::Content::Reads);
@@ -353,22 +366,12 @@ fn read_analysed(path: &Path) -> Result<Option<Vec<report::AnalysedRun>>> {
         return Ok(None);
     };
     let storing = cache.as_ref().and_then(|c| c.storing(ranges.len()));
-    let runs = tpuscope_core::stream::read_segments_then(
-        path,
-        &ranges,
-        threads,
-        DigestBuilder::default,
-        DigestBuilder::decodes,
-        |b, r| b.push_skimmed(r),
-        |i, t, b| {
-            let (t, d) = b.finish_for(t);
-            if let Some(s) = &storing {
-                s.put(i, &t, &d);
-            }
-            report::AnalysedRun::new(i, input_path(path, &t), t, d)
-        },
-    )
-    .map_err(read_error)?;
+    let runs = read_hosts(path, &ranges, |i, t, d| {
+        if let Some(s) = &storing {
+            s.put(i, &t, &d);
+        }
+        report::AnalysedRun::new(i, input_path(path, &t), t, d)
+    })?;
     if let (Some(s), Some(_)) = (storing, &runs) {
         s.finish(path);
     }
