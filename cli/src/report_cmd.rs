@@ -344,8 +344,9 @@ fn input_path(file: &Path, t: &tpuscope_core::Trace) -> String {
 /// (`report::AnalysedRun`), its launches then dropped: the report of a job holds each host's
 /// summaries, not every host's digest at once. Each host's read goes into the cache of reads
 /// as it is made, in file order; when the cache has them, each is read back from there alone.
-/// `None` when the file is not a merged one, or shows damage a host read alone cannot resync
-/// past (one pass reads it).
+/// `None` when the file is not a merged one, shows damage a host read alone cannot resync
+/// past (one pass reads it), or cannot be read this way (the read that holds every host then
+/// says why).
 fn read_analysed(path: &Path) -> Result<Option<Vec<report::AnalysedRun>>> {
     let read_error = |e| crate::dump::read_error(path, e);
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
@@ -371,7 +372,10 @@ fn read_analysed(path: &Path) -> Result<Option<Vec<report::AnalysedRun>>> {
             s.put(i, &t, &d);
         }
         report::AnalysedRun::new(i, input_path(path, &t), t, d)
-    })?;
+    })
+    // A read error, or a host's analysis that panicked on its thread, is met again by the
+    // read that holds every host, and shows as it would there (one error line; a panic).
+    .unwrap_or(None);
     if let (Some(s), Some(_)) = (storing, &runs) {
         s.finish(path);
     }
