@@ -250,6 +250,8 @@ impl Storing<'_> {
     /// The `i`-th segment's read (any thread, any order).
     pub(crate) fn put(&self, i: usize, t: &Trace, d: &Digest) {
         let cap = self.entry.settings.cap_bytes / 2;
+        // Made before the lock: the other threads' reads go on meanwhile.
+        let bytes = tpuscope_analyzers::saved::run_bytes(t, d);
         let mut guard = match self.pending.lock() {
             Ok(p) => p,
             Err(poisoned) => poisoned.into_inner(),
@@ -259,7 +261,6 @@ impl Storing<'_> {
             p.failed = true;
             return;
         }
-        let bytes = tpuscope_analyzers::saved::run_bytes(t, d);
         p.ended &= matches!(t.completeness, Completeness::Complete);
         p.waiting.insert(i, bytes);
         loop {
