@@ -43,35 +43,38 @@ fn report_json_on(inputs: &[Input<'_>], threads: usize) -> serde_json::Value {
     serde_json::to_value(build(inputs, &options)).unwrap()
 }
 
-/// The report of a merged file read segment by segment on threads, its hosts analysed on
-/// threads too, when it is one (clean).
-fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
-    let ranges = tpuscope_core::stream::segment_ranges(path).unwrap()?;
-    let read = tpuscope_core::stream::read_segments_each(
+/// A merged file's segments read on 3 threads, each one's digest made as it streams by, then
+/// `then(index, trace, digest)`; `None` when one shows damage.
+fn read_segments<R: Send>(
+    path: &Path,
+    ranges: &[(u64, u64)],
+    then: impl Fn(usize, Trace, Digest) -> R + Sync,
+) -> Option<Vec<R>> {
+    tpuscope_core::stream::read_segments_then(
         path,
-        &ranges,
-        3,
-        DigestBuilder::default,
-        DigestBuilder::decodes,
-        |b, r| b.push_skimmed(r),
-    )
-    .unwrap()?;
-    let read: Vec<_> = read.into_iter().map(|(t, b)| b.finish_for(t)).collect();
-    let held = report_json_on(&inputs_of(name, &read), 3);
-    // Each host analysed on the thread that read it, its launches dropped then: the same.
-    let analysed = tpuscope_core::stream::read_segments_then(
-        path,
-        &ranges,
+        ranges,
         3,
         DigestBuilder::default,
         DigestBuilder::decodes,
         |b, r| b.push_skimmed(r),
         |i, t, b| {
             let (t, d) = b.finish_for(t);
-            AnalysedRun::new(i, format!("{name}#{i}"), t, d)
+            then(i, t, d)
         },
     )
     .unwrap()
+}
+
+/// The report of a merged file read segment by segment on threads, its hosts analysed on
+/// threads too, when it is one (clean).
+fn by_segments(name: &str, path: &Path) -> Option<serde_json::Value> {
+    let ranges = tpuscope_core::stream::segment_ranges(path).unwrap()?;
+    let read = read_segments(path, &ranges, |_, t, d| (t, d))?;
+    let held = report_json_on(&inputs_of(name, &read), 3);
+    // Each host analysed on the thread that read it, its launches dropped then: the same.
+    let analysed = read_segments(path, &ranges, |i, t, d| {
+        AnalysedRun::new(i, format!("{name}#{i}"), t, d)
+    })
     .expect("read clean once, read clean again");
     let report = build_analysed(analysed, &Options::default()).expect("hosts in their order");
     assert_eq!(

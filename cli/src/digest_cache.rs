@@ -180,11 +180,8 @@ impl Entry {
             pending: std::sync::Mutex::new(Pending {
                 out: Some(out),
                 runs,
-                next: 0,
-                waiting: std::collections::BTreeMap::new(),
                 ended: true,
-                written: 0,
-                failed: false,
+                ..Pending::default()
             }),
         })
     }
@@ -236,6 +233,7 @@ pub(crate) struct Storing<'a> {
     pending: std::sync::Mutex<Pending>,
 }
 
+#[derive(Default)]
 struct Pending {
     out: Option<Summed<std::fs::File>>,
     runs: usize,
@@ -285,20 +283,9 @@ impl Storing<'_> {
     /// Puts the cache file in place when every segment's read is in, it was all written and
     /// the trace at `path` is as it was and will not grow; otherwise leaves nothing behind.
     pub(crate) fn finish(self, path: &Path) {
-        let p = match self.pending.lock() {
-            Ok(mut p) => std::mem::replace(
-                &mut *p,
-                Pending {
-                    out: None,
-                    runs: 0,
-                    next: 0,
-                    waiting: std::collections::BTreeMap::new(),
-                    ended: false,
-                    written: 0,
-                    failed: true,
-                },
-            ),
-            Err(_) => return,
+        // Taken out (`Storing` removes its file when dropped, so it cannot be moved apart).
+        let Ok(p) = self.pending.lock().map(|mut p| std::mem::take(&mut *p)) else {
+            return;
         };
         if p.failed || p.next != p.runs {
             return;

@@ -262,7 +262,6 @@ fn build_report<'a>(
         .filter_map(|((path, t), file)| logs(file, t, path))
         .collect();
     let rep = report::build(&inputs, &options);
-    drop(inputs);
     Ok((rep, held))
 }
 

@@ -821,7 +821,7 @@ pub fn event_in<R: Read>(src: R, offset: u64, skip: usize) -> io::Result<Option<
 }
 
 /// The segments of a merged trace file as `[start, end)` byte ranges, each starting at its
-/// segment marker, for reading them apart ([`read_segments_each`]): `None` when the input is not
+/// segment marker, for reading them apart ([`read_segments_then`]): `None` when the input is not
 /// a regular file, holds one segment or does not start with a marker.
 ///
 /// When every marker says its segment's length ([`Segment::len`], as `tpuscope merge` writes
@@ -829,7 +829,7 @@ pub fn event_in<R: Read>(src: R, offset: u64, skip: usize) -> io::Result<Option<
 /// hosts, not the file's size. Else one pass over the frames finds them, and `None` also when
 /// anything in it is not a valid frame (damage, a cut, a marker that does not decode): one pass
 /// reads those, by the rules of resync. Damage inside hopped-over segments shows when they are
-/// read ([`read_segments_each`] then says so).
+/// read ([`read_segments_then`] then says so).
 #[expect(
     clippy::disallowed_methods,
     reason = "whether the input is a regular file, asked before anything is read from it"
@@ -936,26 +936,13 @@ type SegmentRead<S> = Result<(Trace, S), ReadError>;
 
 /// Reads the segments of a trace file, as [`segment_ranges`] gave them, on up to `threads`
 /// threads: each segment's events go to a state of its own (`make()`, then `each` per event,
-/// decoded as `decode` asks) and come back with the segment's trace (tables, end,
-/// completeness; no events), in file order: what [`TraceStream::skim_each`] gives of the whole
-/// file, segment by segment. `None` when a segment holds damage, or one but the last is cut:
-/// one pass resyncs across a segment's end where a segment read alone cannot, so such a file
-/// is read in one pass.
-pub fn read_segments_each<S: Send>(
-    path: &Path,
-    ranges: &[(u64, u64)],
-    threads: usize,
-    make: impl Fn() -> S + Sync,
-    decode: fn(RecordKind) -> bool,
-    each: impl Fn(&mut S, Skimmed<'_>) + Sync,
-) -> Result<Option<Vec<(Trace, S)>>, ReadError> {
-    read_segments_then(path, ranges, threads, make, decode, each, |_, t, s| (t, s))
-}
-
-/// [`read_segments_each`], each segment's trace and state then handed to `then` (with the
-/// segment's index) on the thread that read it: what a segment read leads to is made while the
-/// others are read, and what `then` drops is never held beside them. `None` as for
-/// [`read_segments_each`]; `then` has run on what was read by then.
+/// decoded as `decode` asks), and the segment's trace (tables, end, completeness; no events)
+/// and that state are handed to `then` (with the segment's index) on the thread that read it:
+/// what a segment's read leads to is made while the others are read, and what `then` drops is
+/// never held beside them. The results come in file order: what [`TraceStream::skim_each`]
+/// gives of the whole file, segment by segment. `None` when a segment holds damage, or one but
+/// the last is cut (`then` has run on what was read by then): one pass resyncs across a
+/// segment's end where a segment read alone cannot, so such a file is read in one pass.
 pub fn read_segments_then<S, R: Send>(
     path: &Path,
     ranges: &[(u64, u64)],

@@ -183,7 +183,7 @@ fn merged_golden_reads_exactly() {
 /// markers without a length are found by the pass over the frames, as before.
 #[test]
 fn markers_with_lengths_are_hopped_and_segments_read_as_one_pass_reads_them() {
-    use tpuscope_core::stream::{Skimmed, read_segments_each, segment_ranges};
+    use tpuscope_core::stream::{Skimmed, read_segments_then, segment_ranges};
     let hosts = [
         host("a", 0, "alpha", 5_000),
         host("b", 1, "beta", 9_000_000_000),
@@ -215,7 +215,7 @@ fn markers_with_lengths_are_hopped_and_segments_read_as_one_pass_reads_them() {
     let spans: Vec<u64> = want.iter().map(|(a, b)| b - a).collect();
     assert_eq!(lens, spans, "each marker says its segment's length");
     let read = |p: &std::path::Path, ranges: &[(u64, u64)]| {
-        read_segments_each(
+        read_segments_then(
             p,
             ranges,
             2,
@@ -226,6 +226,7 @@ fn markers_with_lengths_are_hopped_and_segments_read_as_one_pass_reads_them() {
                     v.push(r);
                 }
             },
+            |_, t, v| (t, v),
         )
         .unwrap()
     };
