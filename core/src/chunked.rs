@@ -87,6 +87,8 @@ enum Item {
     /// undecodable), fed to the assembler as read.
     Frame {
         offset: u64,
+        end: u64,
+        entry: u32,
         kind: u16,
         flags: u16,
         payload: Range<usize>,
@@ -194,7 +196,7 @@ fn read_chunk<S: ReadAt + ?Sized>(
 /// of the kinds `decode` asks for decoded, other events kept raw, everything else (and an event
 /// that does not decode, which the assembler counts) kept for the assembler.
 fn taken(f: RawFrame<'_>, decode: fn(RecordKind) -> bool, bytes: &mut Vec<u8>) -> Item {
-    let end = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+    let end = f.end;
     let kind = RecordKind::from_u16(f.kind).filter(|&k| f.kind != SEGMENT_KIND && !absorbs(k));
     let raw = kind.is_some_and(|k| left_raw(k, decode));
     if let Some(kind) = kind
@@ -219,6 +221,8 @@ fn taken(f: RawFrame<'_>, decode: fn(RecordKind) -> bool, bytes: &mut Vec<u8>) -
         },
         _ => Item::Frame {
             offset: f.offset,
+            end,
+            entry: f.entry,
             kind: f.kind,
             flags: f.flags,
             payload,
@@ -415,6 +419,8 @@ fn feed(
         }
         Item::Frame {
             offset,
+            end,
+            entry,
             kind,
             flags,
             payload,
@@ -422,6 +428,8 @@ fn feed(
             let payload = bytes.get(payload).unwrap_or_default();
             let f = RawFrame {
                 offset,
+                end,
+                entry,
                 kind,
                 flags,
                 payload,

@@ -6,7 +6,18 @@ pub const MAGIC: [u8; 8] = *b"TPUSCOPE";
 /// Incompatible layout changes bump the major; readers refuse a newer major.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Additive changes (new record kinds, new fields) bump the minor; readers accept any minor.
-pub const FORMAT_MINOR: u16 = 0;
+/// 1.2: packs ([`PACK_KIND`]).
+pub const FORMAT_MINOR: u16 = 2;
+/// The minor that introduced packs: a writer of an older minor never packs.
+pub const PACK_MINOR: u16 = 2;
+/// A frame that holds several records back to back (docs/trace-format.md section 12): one
+/// header and one CRC for many small records.
+pub const PACK_KIND: u16 = 35;
+/// Payload bytes a writer gathers in a pack before it writes it (readers take any valid frame):
+/// what a cut, or a failed write, loses at most beyond the frame it falls in.
+pub const PACK_BYTES: usize = 16 << 10;
+/// Records with longer payloads are written as frames of their own (blobs, long stacks).
+pub const PACK_ENTRY_MAX: usize = 4 << 10;
 /// Length of the version-1 header.
 pub const HEADER_LEN: usize = 16;
 /// Length of a frame header: payload length, kind, flags, CRC.
@@ -46,6 +57,42 @@ pub fn encode_frame(out: &mut Vec<u8>, kind: u16, flags: u16, payload: &[u8]) {
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&frame_crc(kind, flags, payload).to_le_bytes());
     out.extend_from_slice(payload);
+}
+
+/// Appends one entry of a pack: the record's kind and payload length as varints, then the payload.
+pub fn encode_pack_entry(out: &mut Vec<u8>, kind: u16, payload: &[u8]) {
+    prost::encoding::encode_varint(u64::from(kind), out);
+    prost::encoding::encode_varint(payload.len() as u64, out);
+    out.extend_from_slice(payload);
+}
+
+/// The first entry of a pack's payload `bytes` (non-empty): its kind, its payload and the bytes
+/// after it; `None` when it does not parse (a kind over 16 bits, a length past the end).
+#[inline]
+pub fn pack_entry(bytes: &[u8]) -> Option<(u16, &[u8], &[u8])> {
+    // Most records: a kind and a length of one byte each.
+    if let [kind @ 0..=0x7f, len @ 0..=0x7f, rest @ ..] = bytes {
+        let len = usize::from(*len);
+        return Some((u16::from(*kind), rest.get(..len)?, rest.get(len..)?));
+    }
+    pack_entry_long(bytes)
+}
+
+#[inline(never)]
+fn pack_entry_long(mut bytes: &[u8]) -> Option<(u16, &[u8], &[u8])> {
+    let kind = u16::try_from(prost::encoding::decode_varint(&mut bytes).ok()?).ok()?;
+    let len = usize::try_from(prost::encoding::decode_varint(&mut bytes).ok()?).ok()?;
+    let payload = bytes.get(..len)?;
+    Some((kind, payload, bytes.get(len..)?))
+}
+
+/// Whether a record of this kind may stand in a pack: not a pack, not a segment marker (which
+/// splits a merged file's frames) and not the manifest (the first frame of a trace).
+pub fn packable(kind: u16) -> bool {
+    kind != 0
+        && kind != crate::event::RecordKind::Manifest as u16
+        && kind != crate::event::SEGMENT_KIND
+        && kind != PACK_KIND
 }
 
 /// A frame header as read from bytes, not yet checked against its payload.

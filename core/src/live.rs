@@ -298,15 +298,10 @@ impl LiveDecoder {
                         return Err(LiveError::Damaged { offset: at });
                     }
                     if control.is_none() {
-                        let whole = (FRAME_HEADER_LEN + len) as u64 + RECORD_OVERHEAD;
-                        self.cost += match (self.folding, RecordKind::from_u16(h.kind)) {
-                            (Some(held), Some(kind)) if !crate::reader::absorbs(kind) => {
-                                held(kind, len)
-                            }
-                            // Not a record this reader knows: counted, never kept.
-                            (Some(_), None) => 0,
-                            _ => whole,
-                        };
+                        // A pack's records count once it is whole (`count_pack`).
+                        if h.kind != format::PACK_KIND {
+                            self.cost += self.record_cost(h.kind, len);
+                        }
                         if self.cost > self.limit {
                             // (What fit is handed over by `push_inner`.)
                             return Err(LiveError::OverLimit {
@@ -343,6 +338,9 @@ impl LiveDecoder {
                 }
                 if left == n {
                     let at = base + n as u64 - (FRAME_HEADER_LEN + self.payload_len()) as u64;
+                    if control.is_none() {
+                        self.count_pack(out)?;
+                    }
                     *backlog_end = self.end_frame(control, at)?;
                     if control.is_none() {
                         *whole = out.len();
@@ -361,6 +359,38 @@ impl LiveDecoder {
     /// The payload length of the frame whose header is in `head`.
     fn payload_len(&self) -> usize {
         format::parse_frame_header(&self.head).map_or(0, |h| h.len as usize)
+    }
+
+    /// What a record of `kind` with a payload of `len` bytes costs the viewer.
+    fn record_cost(&self, kind: u16, len: usize) -> u64 {
+        match (self.folding, RecordKind::from_u16(kind)) {
+            (Some(held), Some(kind)) if !crate::reader::absorbs(kind) => held(kind, len),
+            // Not a record this reader knows: counted, never kept.
+            (Some(_), None) => 0,
+            _ => (FRAME_HEADER_LEN + len) as u64 + RECORD_OVERHEAD,
+        }
+    }
+
+    /// The frame whose payload ends `out` was taken: if it is a pack, its records count now.
+    fn count_pack(&mut self, out: &[u8]) -> Result<(), LiveError> {
+        let Some(h) = format::parse_frame_header(&self.head) else {
+            return Ok(());
+        };
+        if h.kind != format::PACK_KIND {
+            return Ok(());
+        }
+        let len = h.len as usize;
+        let mut rest = out.get(out.len().saturating_sub(len)..).unwrap_or_default();
+        while let Some((kind, payload, after)) = format::pack_entry(rest) {
+            self.cost += self.record_cost(kind, payload.len());
+            rest = after;
+        }
+        if self.cost > self.limit {
+            return Err(LiveError::OverLimit {
+                limit_mib: self.limit >> 20,
+            });
+        }
+        Ok(())
     }
 
     /// A whole frame has been taken: for a control frame, checks and acts on it. Returns whether

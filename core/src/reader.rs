@@ -121,10 +121,17 @@ pub(crate) const RESYNC_MAX_FLAGS: u16 = 256;
 /// as [`MAX_PAYLOAD_LEN`].
 pub const RESYNC_MAX_PAYLOAD: usize = 16 << 20;
 
-/// One frame whose CRC checked.
+/// One frame whose CRC checked, or one record of a pack (whose CRC checked) as a frame of its
+/// own: readers hand out a pack's records in order, never the pack.
 #[derive(Clone, Copy, Debug)]
 pub struct RawFrame<'a> {
+    /// Where its frame (the pack, for a record of one) starts.
     pub offset: u64,
+    /// Where that frame ends.
+    pub end: u64,
+    /// Its place in its pack (0 for a frame of its own): the records of one pack share
+    /// `offset` and `end`, and the first (`entry` 0) stands for the frame.
+    pub entry: u32,
     pub kind: u16,
     pub flags: u16,
     pub payload: &'a [u8],
@@ -173,6 +180,9 @@ pub struct FrameIter<'a> {
     done: bool,
     /// Built at the first damage, from there to the end of the bytes.
     range: Option<RangeCrc>,
+    /// The pack whose records are being handed out (start, end), the next record's place in
+    /// it, and its records not handed out yet.
+    pack: Option<((u64, u64), u32, &'a [u8])>,
 }
 
 impl<'a> FrameIter<'a> {
@@ -183,6 +193,7 @@ impl<'a> FrameIter<'a> {
             pos: start,
             done: false,
             range: None,
+            pack: None,
         }
     }
 
@@ -209,6 +220,8 @@ impl<'a> FrameIter<'a> {
         }
         Probe::Valid(RawFrame {
             offset: pos as u64,
+            end: (pos + FRAME_HEADER_LEN + len) as u64,
+            entry: 0,
             kind: h.kind,
             flags: h.flags,
             payload,
@@ -218,6 +231,38 @@ impl<'a> FrameIter<'a> {
     /// Next offset at or after `from` where a valid frame starts, if any.
     fn resync(&mut self, from: usize) -> Option<usize> {
         find_frame(self.bytes, from, usize::MAX, &mut self.range)
+    }
+}
+
+/// Record `entry` of the pack that spans `frame` (its start and end), from `rest`, its records
+/// not handed out yet (not empty); and what follows it. A record of a kind that may not stand
+/// in a pack, or one that does not parse (then with the rest of the pack), goes out as kind 0,
+/// which readers count as unknown.
+#[inline]
+pub(crate) fn pack_record(frame: (u64, u64), entry: u32, rest: &[u8]) -> (RawFrame<'_>, &[u8]) {
+    let (kind, payload, after) = match format::pack_entry(rest) {
+        Some((kind, payload, after)) if format::packable(kind) => (kind, payload, after),
+        Some((_, payload, after)) => (0, payload, after),
+        None => (0, rest, &[][..]),
+    };
+    let f = RawFrame {
+        kind,
+        payload,
+        ..pack_frame(frame, entry)
+    };
+    (f, after)
+}
+
+/// Record `entry` of the pack that spans `frame`, its kind and payload yet to be filled in.
+#[inline]
+pub(crate) fn pack_frame(frame: (u64, u64), entry: u32) -> RawFrame<'static> {
+    RawFrame {
+        offset: frame.0,
+        end: frame.1,
+        entry,
+        kind: 0,
+        flags: 0,
+        payload: &[],
     }
 }
 
@@ -271,10 +316,24 @@ impl<'a> Iterator for FrameIter<'a> {
     type Item = FrameItem<'a>;
 
     fn next(&mut self) -> Option<FrameItem<'a>> {
+        if let Some((frame, entry, rest)) = self.pack.take()
+            && !rest.is_empty()
+        {
+            let (f, rest) = pack_record(frame, entry, rest);
+            self.pack = Some((frame, entry + 1, rest));
+            return Some(FrameItem::Frame(f));
+        }
         if self.done || self.pos >= self.bytes.len() {
             return None;
         }
         match self.probe(self.pos) {
+            // Its records in its place. (An empty pack goes out as itself, an unknown record: a
+            // reader hands out an item for each frame.)
+            Probe::Valid(f) if f.kind == format::PACK_KIND && !f.payload.is_empty() => {
+                self.pos += FRAME_HEADER_LEN + f.payload.len();
+                self.pack = Some(((f.offset, f.end), 0, f.payload));
+                self.next()
+            }
             Probe::Valid(f) => {
                 self.pos += FRAME_HEADER_LEN + f.payload.len();
                 Some(FrameItem::Frame(f))
@@ -601,11 +660,11 @@ impl Assembler {
                     self.trace.segment = Some(seg);
                 }
                 self.frames_in_segment = 0;
-                self.pos = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+                self.pos = f.end;
                 fed
             }
             FrameItem::Frame(f) => {
-                self.pos = f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64;
+                self.pos = f.end;
                 self.frames_in_segment += 1;
                 let Some(kind) = RecordKind::from_u16(f.kind) else {
                     self.trace.unknown_records += 1;

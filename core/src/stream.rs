@@ -45,6 +45,9 @@ pub struct FrameReader<R> {
     done: bool,
     /// [`SCAN_WINDOW`], smaller in tests of the window steps.
     scan: usize,
+    /// The pack whose records are being handed out: its start and end, the next record's place
+    /// in it and where that record starts.
+    pack: Option<((u64, u64), u32, u64)>,
 }
 
 impl<R: Read> FrameReader<R> {
@@ -59,6 +62,7 @@ impl<R: Read> FrameReader<R> {
             eof: false,
             done: false,
             scan: SCAN_WINDOW,
+            pack: None,
         }
     }
 
@@ -132,12 +136,34 @@ impl<R: Read> FrameReader<R> {
     }
 
     /// Where the next item starts.
+    /// (Within a pack, where the pack starts: its records are one frame's.)
     pub(crate) fn next_offset(&self) -> u64 {
-        self.pos
+        match self.pack {
+            Some(((start, end), _, at)) if at < end => start,
+            _ => self.pos,
+        }
     }
 
     /// The next item, `None` at the end of the input.
     pub fn next_item(&mut self) -> io::Result<Option<FrameItem<'_>>> {
+        if let Some((frame, entry, at)) = self.pack.take()
+            && at < frame.1
+        {
+            if at - self.base >= COMPACT_AT as u64 {
+                self.discard_before(at);
+            }
+            let len = (frame.1 - at) as usize;
+            let (f, after) = crate::reader::pack_record(frame, entry, self.slice(at, len));
+            let (kind, payload_len) = (f.kind, f.payload.len());
+            let next = frame.1 - after.len() as u64;
+            // The record's payload ends where the next record starts.
+            self.pack = Some((frame, entry + 1, next));
+            return Ok(Some(FrameItem::Frame(RawFrame {
+                kind,
+                payload: self.slice(next - payload_len as u64, payload_len),
+                ..crate::reader::pack_frame(frame, entry)
+            })));
+        }
         if self.done {
             return Ok(None);
         }
@@ -151,10 +177,18 @@ impl<R: Read> FrameReader<R> {
             return Ok(None);
         }
         if let Some((kind, flags, len)) = self.probe(pos)? {
-            self.pos = pos + (FRAME_HEADER_LEN + len) as u64;
+            let end = pos + (FRAME_HEADER_LEN + len) as u64;
+            self.pos = end;
+            // Its records in its place, as `FrameIter` hands them out.
+            if kind == format::PACK_KIND && len > 0 {
+                self.pack = Some(((pos, end), 0, pos + FRAME_HEADER_LEN as u64));
+                return self.next_item();
+            }
             let payload = self.slice(pos + FRAME_HEADER_LEN as u64, len);
             return Ok(Some(FrameItem::Frame(RawFrame {
                 offset: pos,
+                end,
+                entry: 0,
                 kind,
                 flags,
                 payload,
@@ -539,7 +573,8 @@ impl<R: Read> TraceStream<R> {
     }
 
     /// The next frame item, fed to the assembler; `None` at the end of the input. `frame(start,
-    /// end)` is told the byte range of a valid frame that is not a segment marker first.
+    /// end)` is told the byte range of a valid frame that is not a segment marker first (of a
+    /// pack, before its first record).
     fn next_fed(
         &mut self,
         first_only: bool,
@@ -551,13 +586,12 @@ impl<R: Read> TraceStream<R> {
         };
         match self.frames.next_item() {
             Ok(Some(item)) => {
+                // A pack's range once, with its first record.
                 if let FrameItem::Frame(f) = &item
                     && f.kind != SEGMENT_KIND
+                    && f.entry == 0
                 {
-                    frame(
-                        f.offset,
-                        f.offset + (FRAME_HEADER_LEN + f.payload.len()) as u64,
-                    );
+                    frame(f.offset, f.end);
                 }
                 Ok(Some(asm.feed(item, first_only, len)))
             }

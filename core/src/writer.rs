@@ -18,8 +18,12 @@ pub struct RawStackEntry {
     pub line: u32,
 }
 
-/// Writes a trace to any `Write`. Each record is written as one `write_all` of a whole frame, so a
-/// process killed mid-write leaves at most one partial frame at the end.
+/// Writes a trace to any `Write`. Each frame is written as one `write_all`, so a process killed
+/// mid-write leaves at most one partial frame at the end.
+///
+/// A writer made [`TraceWriter::packed`] gathers small records into packs (format 1.2): one
+/// frame, one CRC, for up to [`format::PACK_BYTES`] of records, written when full and at each
+/// [`TraceWriter::flush`]; a cut inside a pack loses the pack.
 pub struct TraceWriter<W: Write> {
     out: W,
     strings: HashMap<String, StringId>,
@@ -33,6 +37,15 @@ pub struct TraceWriter<W: Write> {
     frame: Vec<u8>,
     bytes_written: u64,
     records_written: u64,
+    /// Its version has packs.
+    can_pack: bool,
+    /// Records are gathered into packs.
+    packing: bool,
+    /// The records gathered (pack entries), not yet written.
+    pack: Vec<u8>,
+    pack_records: u32,
+    /// The payload length of the first record gathered (one alone is written as its own frame).
+    pack_first_len: usize,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -60,6 +73,11 @@ impl<W: Write> TraceWriter<W> {
             frame: Vec::with_capacity(256),
             bytes_written: header.len() as u64,
             records_written: 0,
+            can_pack: major == format::FORMAT_MAJOR && minor >= format::PACK_MINOR,
+            packing: false,
+            pack: Vec::new(),
+            pack_records: 0,
+            pack_first_len: 0,
         };
         w.write(&Record::Manifest(Box::new(manifest.clone())))?;
         Ok(w)
@@ -81,12 +99,63 @@ impl<W: Write> TraceWriter<W> {
                 ),
             ));
         }
-        self.frame.clear();
-        format::encode_frame(&mut self.frame, record.kind() as u16, 0, &self.payload);
-        self.out.write_all(&self.frame)?;
-        self.bytes_written += self.frame.len() as u64;
+        let kind = record.kind() as u16;
+        if self.packing && format::packable(kind) && self.payload.len() <= format::PACK_ENTRY_MAX {
+            if self.pack.len() + self.payload.len() + 8 > format::PACK_BYTES {
+                self.close_pack()?;
+            }
+            if self.pack_records == 0 {
+                self.pack_first_len = self.payload.len();
+            }
+            format::encode_pack_entry(&mut self.pack, kind, &self.payload);
+            self.pack_records += 1;
+        } else {
+            // After the records gathered before it: order is kept.
+            self.close_pack()?;
+            self.frame.clear();
+            format::encode_frame(&mut self.frame, kind, 0, &self.payload);
+            self.out.write_all(&self.frame)?;
+            self.bytes_written += self.frame.len() as u64;
+        }
         self.records_written += 1;
         Ok(())
+    }
+
+    /// Gathers small records into packs from now on (see the type's documentation); a writer of
+    /// a minor before packs never does.
+    pub fn packed(mut self) -> Self {
+        self.packing = self.can_pack;
+        self
+    }
+
+    /// Writes the records gathered: as a pack, or as its own frame when there is one. Kept
+    /// when the write fails (they are then what was lost: see [`TraceWriter::gathered`]).
+    fn close_pack(&mut self) -> io::Result<()> {
+        if self.pack_records == 0 {
+            return Ok(());
+        }
+        self.frame.clear();
+        match format::pack_entry(&self.pack) {
+            Some((kind, payload, _)) if self.pack_records == 1 => {
+                format::encode_frame(&mut self.frame, kind, 0, payload);
+            }
+            _ => format::encode_frame(&mut self.frame, format::PACK_KIND, 0, &self.pack),
+        }
+        self.out.write_all(&self.frame)?;
+        self.bytes_written += self.frame.len() as u64;
+        self.pack.clear();
+        self.pack_records = 0;
+        Ok(())
+    }
+
+    /// The kinds of the records gathered for the next pack, not written yet.
+    pub fn gathered(&self) -> impl Iterator<Item = u16> + '_ {
+        let mut rest = &self.pack[..];
+        std::iter::from_fn(move || {
+            let (kind, _, after) = format::pack_entry(rest)?;
+            rest = after;
+            Some(kind)
+        })
     }
 
     /// Returns the id of `text`, writing its definition the first time. The empty string is id 0.
@@ -201,22 +270,32 @@ impl<W: Write> TraceWriter<W> {
         self.blobs.contains_key(&hash)
     }
 
+    /// Writes the records gathered, then flushes the output.
     pub fn flush(&mut self) -> io::Result<()> {
+        self.close_pack()?;
         self.out.flush()
     }
 
+    /// The trace's length once the records gathered are written.
     pub fn bytes_written(&self) -> u64 {
-        self.bytes_written
+        let gathered = match self.pack_records {
+            0 => 0,
+            1 => format::FRAME_HEADER_LEN + self.pack_first_len,
+            _ => format::FRAME_HEADER_LEN + self.pack.len(),
+        };
+        self.bytes_written + gathered as u64
     }
 
     pub fn records_written(&self) -> u64 {
         self.records_written
     }
 
+    /// The output as it is: records gathered for a pack are not in it yet (`flush` first).
     pub fn get_ref(&self) -> &W {
         &self.out
     }
 
+    /// The output as it is: records gathered for a pack are not in it (`flush` first).
     pub fn into_inner(self) -> W {
         self.out
     }

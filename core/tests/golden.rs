@@ -237,3 +237,41 @@ fn newer_major_is_refused() {
         other => panic!("expected NewerVersion, got {:?}", other.map(|t| t.header)),
     }
 }
+
+/// The kinds of a file's frames as they lie in it (a pack as one frame), by their headers.
+fn stored_kinds(bytes: &[u8]) -> Vec<u16> {
+    let mut at = format::HEADER_LEN;
+    let mut kinds = Vec::new();
+    while let Some(h) = bytes.get(at..).and_then(format::parse_frame_header) {
+        kinds.push(h.kind);
+        at += format::FRAME_HEADER_LEN + h.len as usize;
+    }
+    assert_eq!(at, bytes.len(), "frames end where the file does");
+    kinds
+}
+
+#[test]
+fn packed_golden_reads_as_the_records_it_packs() {
+    let packed = golden::committed(golden::PACKED);
+    let plain = golden::committed(golden::ALL_KINDS);
+    let (manifest, end) = (RecordKind::Manifest as u16, RecordKind::End as u16);
+    assert_eq!(stored_kinds(&packed), [manifest, format::PACK_KIND, end]);
+    // The frame layer hands out the pack's records in its place: the same kinds in the same
+    // order as the file that holds each in a frame of its own.
+    assert_eq!(frame_kinds(&packed), frame_kinds(&plain));
+    let (p, q) = (
+        read_trace(&packed).unwrap_or_else(|e| panic!("{e}")),
+        read_trace(&plain).unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert_eq!((p.header.major, p.header.minor), (1, 2));
+    assert_eq!(p.completeness, Completeness::Complete);
+    assert_eq!((p.unknown_records, p.undecodable_records), (0, 0));
+    assert!(p.damage.is_empty());
+    assert_eq!(p.events, q.events);
+    assert_eq!(p.strings, q.strings);
+    assert_eq!(p.stacks, q.stacks);
+    assert_eq!(p.blobs, q.blobs);
+    assert_eq!(p.manifest, q.manifest);
+    assert_eq!(p.end, q.end);
+    assert!(packed.len() < plain.len());
+}

@@ -19,6 +19,7 @@ use tpuscope_core::{RawStackEntry, Record, TraceWriter};
 pub const ALL_KINDS: &str = "v1.0-all-kinds.tps";
 pub const UNKNOWN_KIND: &str = "v1.0-unknown-kind.tps";
 pub const NEWER_MAJOR: &str = "v2.0-newer-major.tps";
+pub const PACKED: &str = "v1.2-packed.tps";
 
 /// The kind number of the unknown frame in [`unknown_kind`]: never to be assigned.
 pub const UNKNOWN_KIND_NUMBER: u16 = 999;
@@ -80,14 +81,19 @@ fn err(code: i32, message: &str) -> Option<ErrorInfo> {
 
 /// Writes every kind of the v1.0 event model, one or more records each. Returns the
 /// writer so that callers can append more before the end record.
+fn all_kinds_body() -> TraceWriter<Vec<u8>> {
+    all_kinds_into(
+        TraceWriter::with_version(Vec::new(), &manifest(), 1, 0).unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+/// [`all_kinds_body`]'s records, written by `w`.
 #[expect(
     clippy::too_many_lines,
     reason = "writes one record of every kind in format order: one list, read top to bottom"
 )]
-fn all_kinds_body() -> TraceWriter<Vec<u8>> {
+fn all_kinds_into(mut w: TraceWriter<Vec<u8>>) -> TraceWriter<Vec<u8>> {
     let ok = |r: std::io::Result<u32>| r.unwrap_or_else(|e| panic!("{e}"));
-    let mut w =
-        TraceWriter::with_version(Vec::new(), &manifest(), 1, 0).unwrap_or_else(|e| panic!("{e}"));
     let put =
         |w: &mut TraceWriter<Vec<u8>>, r: Record| w.write(&r).unwrap_or_else(|e| panic!("{e}"));
 
@@ -466,6 +472,7 @@ fn finish(mut w: TraceWriter<Vec<u8>>, t_ns: u64, events_written: u64) -> Vec<u8
         ..Default::default()
     }))
     .unwrap_or_else(|e| panic!("{e}"));
+    w.flush().unwrap_or_else(|e| panic!("{e}"));
     w.into_inner()
 }
 
@@ -535,14 +542,27 @@ pub fn newer_major() -> Vec<u8> {
     finish(w, 9, 0)
 }
 
+/// `v1.2-packed.tps`: the records of `v1.0-all-kinds.tps` written by a packing 1.2 writer: the
+/// manifest in a frame of its own, every other record but the end in one pack, the end (alone
+/// at the flush before it) in a frame of its own.
+pub fn packed() -> Vec<u8> {
+    let w = TraceWriter::with_version(Vec::new(), &manifest(), 1, 2)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .packed();
+    let mut w = all_kinds_into(w);
+    w.flush().unwrap_or_else(|e| panic!("{e}"));
+    finish(w, 1_040_000_000, 22)
+}
+
 /// A golden file's name and generator.
 pub type Golden = (&'static str, fn() -> Vec<u8>);
 
 /// Every golden file with its generator.
-pub fn all() -> [Golden; 3] {
+pub fn all() -> [Golden; 4] {
     [
         (ALL_KINDS, all_kinds),
         (UNKNOWN_KIND, unknown_kind),
         (NEWER_MAJOR, newer_major),
+        (PACKED, packed),
     ]
 }
