@@ -109,7 +109,12 @@ pub fn merge(args: &MergeArgs) -> Result<i32> {
         );
     }
 
-    out.write_all(&format::encode_header(FORMAT_MAJOR, SEGMENT_MINOR))?;
+    // The newest minor among the hosts' (a host's packs are copied as they are), segments' at least.
+    let minor = parts
+        .iter()
+        .map(|p| p.slim.header.minor)
+        .fold(SEGMENT_MINOR, u16::max);
+    out.write_all(&format::encode_header(FORMAT_MAJOR, minor))?;
     // Pass 2: each part's frames copied from its input, file to file.
     let mut opened: Option<(usize, TraceFile)> = None;
     for (index, part) in parts.iter_mut().enumerate() {

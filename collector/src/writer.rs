@@ -212,7 +212,11 @@ pub fn start_with_live(
         Some(history),
     );
     // Flushed at once: a live viewer's stream starts with the header and manifest.
-    let trace = match TraceWriter::new(out, &manifest).and_then(|mut t| t.flush().map(|()| t)) {
+    // Packed (format 1.2): one frame and one CRC for the records of each flush.
+    let trace = match TraceWriter::new(out, &manifest).and_then(|t| {
+        let mut t = t.packed();
+        t.flush().map(|()| t)
+    }) {
         Ok(t) => t,
         Err(e) => {
             give_up(recorder, &path, "write", &e);
@@ -616,10 +620,14 @@ impl Writer {
             .max()
             .or_else(|| (from > HEADER_LEN as u64).then_some(from));
         let mut not_recorded: BTreeMap<&'static str, u64> = BTreeMap::new();
-        for &(at, kind) in &frames {
-            if cut.is_none_or(|c| at >= c)
-                && let Some(k) = RecordKind::from_u16(kind).filter(|k| is_event(*k))
-            {
+        // The frames cut off, and the records gathered for a pack that never reached the file.
+        let cut_off = frames
+            .iter()
+            .filter(|&&(at, _)| cut.is_none_or(|c| at >= c))
+            .map(|&(_, kind)| kind);
+        let lost: Vec<u16> = cut_off.chain(self.trace.gathered()).collect();
+        for kind in lost {
+            if let Some(k) = RecordKind::from_u16(kind).filter(|k| is_event(*k)) {
                 *not_recorded.entry(k.name()).or_default() += 1;
                 self.events_written = self.events_written.saturating_sub(1);
             }
@@ -798,7 +806,8 @@ fn is_event(kind: RecordKind) -> bool {
     )
 }
 
-/// The whole frames (offset, kind) of the trace's byte stream from `from` (a frame boundary):
+/// The records (offset of their frame, kind; a pack's each at the pack's offset) of the whole
+/// frames of the trace's byte stream from `from` (a frame boundary):
 /// the file's bytes up to `on_disk`, then `buffered` (what the write buffer still holds); and
 /// where the last of them ends.
 fn frames_after(file: &File, from: u64, on_disk: u64, buffered: &[u8]) -> (Vec<(u64, u16)>, u64) {
@@ -814,7 +823,16 @@ fn frames_after(file: &File, from: u64, on_disk: u64, buffered: &[u8]) -> (Vec<(
         if next > bytes.len() {
             break;
         }
-        frames.push((from + at as u64, h.kind));
+        if h.kind == format::PACK_KIND {
+            // Its records, each at the pack's start (they stand or fall with it).
+            let mut rest = bytes.get(at + FRAME_HEADER_LEN..next).unwrap_or_default();
+            while let Some((kind, _, after)) = format::pack_entry(rest) {
+                frames.push((from + at as u64, kind));
+                rest = after;
+            }
+        } else {
+            frames.push((from + at as u64, h.kind));
+        }
         at = next;
     }
     (frames, from + at as u64)
@@ -1051,10 +1069,11 @@ mod tests {
             stopped.reason
         );
         // Cut at a frame boundary with room for the closing records below where the file
-        // stopped growing.
+        // stopped growing: the last such boundary, a pack (format 1.2) at most before it.
         let cut = stopped.bytes_written;
+        let pack = (format::PACK_BYTES + FRAME_HEADER_LEN) as u64;
         assert!(
-            cut + FAILURE_ROOM <= full_at && cut + FAILURE_ROOM + 1000 > full_at,
+            cut + FAILURE_ROOM <= full_at && cut + FAILURE_ROOM + pack > full_at,
             "{cut}"
         );
         let written = trace

@@ -75,6 +75,9 @@ struct Program {
     compile: Compile,
 }
 
+/// How often the collector flushes its trace (`collector/src/writer.rs`).
+const FLUSH_NS: u64 = 50_000_000;
+
 struct Gen<W: std::io::Write> {
     w: TraceWriter<W>,
     t: u64,
@@ -83,6 +86,9 @@ struct Gen<W: std::io::Write> {
     x: u64,
     written: u64,
     n: u64,
+    /// The trace time of the last flush: flushed as the collector does, every 50 ms, so its
+    /// packs (format 1.2) are the size a real run's are.
+    flushed_at: u64,
 }
 
 impl<W: std::io::Write> Gen<W> {
@@ -95,7 +101,12 @@ impl<W: std::io::Write> Gen<W> {
 
     fn event(&mut self, r: &Record) -> std::io::Result<()> {
         self.written += 1;
-        self.w.write(r)
+        self.w.write(r)?;
+        if self.t >= self.flushed_at + FLUSH_NS {
+            self.flushed_at = self.t;
+            self.w.flush()?;
+        }
+        Ok(())
     }
 
     fn done(&self) -> bool {
@@ -206,13 +217,14 @@ fn write(n: u64, out: &str, sample: Option<&Trace>, host: Option<u32>) -> std::i
     };
     let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(out)?);
     let mut g = Gen {
-        w: TraceWriter::new(file, &manifest)?,
+        w: TraceWriter::new(file, &manifest)?.packed(),
         t: 2_000_000,
         seq: 0,
         step: 0,
         x: 0x9e37_79b9_7f4a_7c15,
         written: 0,
         n,
+        flushed_at: 0,
     };
     g.event(&Record::Client(Box::new(Client {
         t_ns: g.t,

@@ -35,6 +35,10 @@ const FOLLOW_PIECE: usize = 8 << 20;
 /// decodes at most this many records.
 const MARK_EVERY: usize = 256;
 
+/// Where an event is read back from: the offset of its frame and the events before it in that
+/// frame (a pack holds many).
+pub(crate) type Mark = (u64, u32);
+
 /// A run as the window holds it: its trace's tables, the digest of its events and its lanes,
 /// made once, and its records: held whole (a trace given as bytes, or followed as it grows),
 /// or read back from its file when one is asked for (a finished file, read as it streamed by:
@@ -52,12 +56,13 @@ pub struct Run {
 enum Records {
     /// In `trace.events`.
     Held,
-    /// In the file at `path`: `marks[k]` is the offset of the frame of event `k·MARK_EVERY`.
+    /// In the file at `path`: `marks[k]` is the offset of the frame of event `k·MARK_EVERY`
+    /// and how many events come before it in that frame (a pack holds many).
     File {
         path: PathBuf,
         /// The file as it was read: a record is read back only from that file.
         read: FileId,
-        marks: Vec<u64>,
+        marks: Vec<Mark>,
         /// The last one read back (a hovered bar asks for the same record every frame).
         last: Mutex<Option<(usize, Record)>>,
     },
@@ -104,7 +109,9 @@ impl FileId {
 struct Fold {
     digest: DigestBuilder,
     lanes: LaneBuilder,
-    marks: Vec<u64>,
+    marks: Vec<Mark>,
+    /// The frame of the last event, and the index of its first event.
+    frame: (u64, usize),
 }
 
 impl std::fmt::Debug for Fold {
@@ -140,8 +147,12 @@ impl Fold {
                 Err(_) => self.digest.push_skimmed(Skimmed::Raw(kind, payload)),
             },
         }
+        if frame != self.frame.0 {
+            self.frame = (frame, e);
+        }
         if self.digest.events() > e && e.is_multiple_of(MARK_EVERY) {
-            self.marks.push(frame);
+            let lead = u32::try_from(e - self.frame.1).unwrap_or(u32::MAX);
+            self.marks.push((frame, lead));
         }
     }
 
@@ -172,7 +183,7 @@ impl Run {
         lanes: Arc<SourceLanes>,
         path: &Path,
         read: FileId,
-        marks: Vec<u64>,
+        marks: Vec<Mark>,
     ) -> Run {
         Run {
             trace: Arc::new(trace),
@@ -188,7 +199,7 @@ impl Run {
     }
 
     /// The offsets its records are read back from (`None` when they are held).
-    pub(crate) fn marks(&self) -> Option<&[u64]> {
+    pub(crate) fn marks(&self) -> Option<&[Mark]> {
         match &self.records {
             Records::Held => None,
             Records::File { marks, .. } => Some(marks),
@@ -301,8 +312,9 @@ impl Run {
                 "{shown} changed since it was opened: reopen it to see this record"
             ));
         }
-        let offset = *marks.get(event / MARK_EVERY).ok_or_else(none)?;
-        let r = tpuscope_core::stream::event_at(path, offset, event % MARK_EVERY)
+        let (offset, lead) = *marks.get(event / MARK_EVERY).ok_or_else(none)?;
+        let skip = lead as usize + event % MARK_EVERY;
+        let r = tpuscope_core::stream::event_at(path, offset, skip)
             .map_err(|e| e.line(path))?
             .ok_or_else(none)?;
         *last = Some((event, r.clone()));

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use tpuscope_analyzers::saved::Summed;
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::data::{FileId, Run};
+use crate::data::{FileId, Mark, Run};
 use crate::lanes::SourceLanes;
 
 /// What a kept read is read from (a file).
@@ -60,7 +60,11 @@ pub(crate) fn write(runs: &[Run], out: &mut dyn Write) -> io::Result<()> {
     for r in runs {
         let marks = r.marks().unwrap_or_default();
         o.u64(marks.len() as u64);
-        o.u64s(marks);
+        let words: Vec<u64> = marks
+            .iter()
+            .flat_map(|&(at, lead)| [at, u64::from(lead)])
+            .collect();
+        o.u64s(&words);
         r.lanes.write_raw(&mut o);
     }
     o.finish()?.write_all(&reads_len.to_le_bytes())
@@ -107,12 +111,18 @@ pub(crate) fn decode(
 }
 
 /// Each run's marks and lanes, to the end of the part.
-fn lanes_of(d: &mut In<'_>) -> Option<Vec<(Vec<u64>, SourceLanes)>> {
+fn lanes_of(d: &mut In<'_>) -> Option<Vec<(Vec<Mark>, SourceLanes)>> {
     let mut out = Vec::new();
     while !d.is_empty() {
         let n = d.len()?;
-        let mut marks = Vec::with_capacity(n);
-        d.words(n, |w: [u8; 8]| marks.push(u64::from_le_bytes(w)))?;
+        let mut words = Vec::with_capacity(n.checked_mul(2)?);
+        d.words(n.checked_mul(2)?, |w: [u8; 8]| {
+            words.push(u64::from_le_bytes(w))
+        })?;
+        let marks = words
+            .chunks_exact(2)
+            .map(|w| (w[0], u32::try_from(w[1]).unwrap_or(u32::MAX)))
+            .collect();
         out.push((marks, SourceLanes::read_raw(d)?));
     }
     Some(out)

@@ -98,8 +98,11 @@ fn a_followed_trace_is_folded_as_it_grows_and_reads_its_records_back() {
     use tpuscope_core::event::{End, Execute, ExecuteComplete, Manifest, Record};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.tps");
-    let mut w =
-        TraceWriter::new(std::fs::File::create(&path).unwrap(), &Manifest::default()).unwrap();
+    // Packed as the collector writes it (format 1.2): records read back count from their
+    // pack's first.
+    let mut w = TraceWriter::new(std::fs::File::create(&path).unwrap(), &Manifest::default())
+        .unwrap()
+        .packed();
     let mut seq = 0;
     let mut write_steps = |w: &mut TraceWriter<std::fs::File>, n: u64| {
         for _ in 0..n {
@@ -150,6 +153,10 @@ fn a_followed_trace_is_folded_as_it_grows_and_reads_its_records_back() {
     drop(w);
     s.poll();
     assert!(!s.is_live(), "the end record ends following");
+    check(&s, 2000);
+    // Finished: read folded as it streams by, on all cores, and read back the same.
+    let s = data::Source::open(&path, false);
+    assert!(!s.is_live());
     check(&s, 2000);
 }
 
