@@ -16,7 +16,7 @@ source scripts/bench/trace_len.sh export "$@"
 printf '%-10s %-15s %8s %8s %12s %10s %10s  %s\n' events format wall-s cpu-s events/s "peak MB" "B/event" target
 for n in "${counts[@]}"; do
   trace="$dir/train-$n.tps"
-  [ -s "$trace" ] || "$gen" "$n" "$trace"
+  [ "$trace" -nt "$gen" ] || "$gen" "$n" "$trace"
   for format in chrome-json flamegraph-svg; do
     args=(export "$trace" --format "$format" -o /dev/null)
     [ "$format" = flamegraph-svg ] && args+=(--flame sync)

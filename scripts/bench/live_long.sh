@@ -41,7 +41,7 @@ stop_server() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null |
 printf '%-10s %-9s %8s %8s %9s %8s  %s\n' events mode wall-s cpu-s "peak MB" "MB/s" "read"
 for n in "${counts[@]}"; do
   trace="$dir/train-$n.tps"
-  [ -s "$trace" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps
+  [ "$trace" -nt "$gen" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps
   mb=$(awk -v b="$(stat -c %s "$trace")" 'BEGIN { printf "%.1f", b / 1e6 }')
   read -r want_events want_steps < <("$bin" report "$trace" --format json | "$python" -c \
     'import json, sys; r = json.load(sys.stdin); print(r["traces"][0]["events"], r["steps"]["count"])')

@@ -21,7 +21,7 @@ source scripts/bench/trace_len.sh pod "$n"
 traces=()
 for k in $(seq 0 $((hosts - 1))); do
   trace="$dir/h$k-$n.tps"
-  [ -s "$trace" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps --host "$k"
+  [ "$trace" -nt "$gen" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps --host "$k"
   traces+=("$trace")
 done
 job="$dir/job-$hosts-$n.tps"

@@ -27,7 +27,7 @@ rss_first="" rss_last="" n_last=""
 for n in "${counts[@]}"; do
   trace="$dir/train-$n.tps"
   # The sample's real programs recompile in it: families and diffs are real work.
-  [ -s "$trace" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps
+  [ "$trace" -nt "$gen" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps
   mb=$(awk -v b="$(stat -c %s "$trace")" 'BEGIN { printf "%.1f", b / 1048576 }')
   for format in text json; do
     # GNU time: elapsed, user and sys seconds and peak RSS in KB on the last line of stderr.

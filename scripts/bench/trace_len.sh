@@ -1,7 +1,8 @@
 # Sourced by the benches that measure a command against trace length (export.sh, report.sh), from
 # the repository root with their arguments: sets `counts` (the event counts asked for, else 1 M
 # and 10 M), builds the release tpuscope and core's gen_trace example (`bin`, `gen`), and makes
-# `dir` (target/bench/NAME) for the generated traces.
+# `dir` (target/bench/NAME) for the generated traces (made again when older than `gen`: a trace
+# written by an older generator, or format, would measure the past).
 #   source scripts/bench/trace_len.sh NAME "$@"
 name="$1"
 shift

@@ -44,7 +44,7 @@ verdict() {
 printf '%-10s %8s %8s %9s\n' events wall-s cpu-s "peak MB"
 for n in "${counts[@]}"; do
   trace="$dir/train-$n.tps"
-  [ -s "$trace" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps
+  [ "$trace" -nt "$gen" ] || "$gen" "$n" "$trace" --from sample_traces/real/jax_lr.tps
   png="$dir/view-$n.png"
   # The run with the least wall time of $runs (this machine is shared and noisy). GNU time:
   # elapsed, user and sys seconds and peak RSS in KB on the last line of stderr.
