@@ -218,9 +218,9 @@ fn two_viewers_attached_mid_run_receive_the_trace_history_and_live() {
 
 #[test]
 fn a_viewer_that_does_not_read_holds_the_workload_back_in_nothing_and_loses_nothing() {
-    // Phase 2 writes over 1 MB, far past the socket's own buffer (about 200 KiB), while the
-    // viewer reads nothing.
-    let mut w = Workload::start(2000, &[]);
+    // Phase 2 writes over 1 MB (packed: 3000 steps), far past the socket's own buffer (about
+    // 200 KiB), while the viewer reads nothing.
+    let mut w = Workload::start(3000, &[]);
     let socket = tpuscope_core::live::socket_path(w.pid);
     let mut stalled = UnixStream::connect(&socket).unwrap();
     w.open_gate("go");

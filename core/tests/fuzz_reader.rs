@@ -183,18 +183,7 @@ fn every_cut_yields_exactly_the_complete_records_before_it() {
             );
             assert_eq!(t.undecodable_records, 0);
             let boundary = whole.last().map_or(HEADER_LEN, |f| f.1);
-            let expected = if cut == o.bytes.len() {
-                Completeness::Complete
-            } else if cut == boundary {
-                Completeness::NoEndRecord {
-                    file_len: cut as u64,
-                }
-            } else {
-                Completeness::Cut {
-                    offset: boundary as u64,
-                    file_len: cut as u64,
-                }
-            };
+            let expected = common::completeness_at_cut(cut, boundary, o.bytes.len());
             assert_eq!(t.completeness, expected, "{} cut at {cut}", o.name);
         }
     }
