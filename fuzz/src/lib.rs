@@ -40,8 +40,9 @@ pub struct Chain {
     pub undecodable: u64,
     /// Records that decoded (what `TraceBuilder::push` counts as absorbed).
     pub decoded: u64,
-    /// Offsets where each frame ends, and whether it was an event (for prefix checks).
-    pub frame_ends: Vec<(usize, bool)>,
+    /// Offsets where each frame ends, and how many events it held (a pack holds many; for
+    /// prefix checks).
+    pub frame_ends: Vec<(usize, usize)>,
     /// A valid frame of kind 0 (never written; `TraceBuilder` scans rather than waits for one).
     pub has_kind_zero: bool,
     /// A valid segment marker (only when segments are not split).
@@ -93,37 +94,61 @@ fn chain_opts(bytes: &[u8], split_segments: bool) -> Option<Chain> {
         c.has_segment |= h.kind == SEGMENT_KIND;
         c.has_kind_zero |= h.kind == 0;
         pos += FRAME_HEADER_LEN + len;
-        let mut is_event = false;
-        match RecordKind::from_u16(h.kind) {
-            None => c.unknown += 1,
-            Some(kind) => match Record::decode_payload(kind, payload) {
-                Err(_) => c.undecodable += 1,
-                Ok(r) => {
-                    c.decoded += 1;
-                    match r {
-                        Record::Manifest(m) => {
-                            c.first_is_manifest |= c.frame_ends.is_empty();
-                            if c.manifest.is_none() {
-                                c.manifest = Some(*m);
-                            }
-                        }
-                        Record::StringDef(s) => {
-                            c.strings.insert(s.id, s.text);
-                        }
-                        Record::StackDef(s) => c.stack_ids.push(s.id),
-                        Record::Blob(b) => {
-                            c.blobs.insert(b.hash, b.data);
-                        }
-                        Record::End(e) => c.end = Some(e),
-                        other => {
-                            is_event = true;
-                            c.events.push(other);
-                        }
+        // A pack's records (1.2) in its place, each as a frame of its own would be: a kind that
+        // may not stand in one, or what does not parse, counts as unknown (kind 0).
+        let mut records: Vec<(u16, &[u8])> = Vec::new();
+        if h.kind == format::PACK_KIND && len > 0 {
+            let mut rest = payload;
+            while !rest.is_empty() {
+                match format::pack_entry(rest) {
+                    Some((k, p, after)) => {
+                        records.push((if format::packable(k) { k } else { 0 }, p));
+                        rest = after;
+                    }
+                    None => {
+                        records.push((0, rest));
+                        rest = &[];
                     }
                 }
-            },
+            }
+        } else {
+            records.push((h.kind, payload));
         }
-        c.frame_ends.push((pos, is_event));
+        let mut events = 0;
+        for (kind, payload) in records {
+            let mut is_event = false;
+            match RecordKind::from_u16(kind) {
+                None => c.unknown += 1,
+                Some(kind) => match Record::decode_payload(kind, payload) {
+                    Err(_) => c.undecodable += 1,
+                    Ok(r) => {
+                        c.decoded += 1;
+                        match r {
+                            Record::Manifest(m) => {
+                                c.first_is_manifest |= c.frame_ends.is_empty();
+                                if c.manifest.is_none() {
+                                    c.manifest = Some(*m);
+                                }
+                            }
+                            Record::StringDef(s) => {
+                                c.strings.insert(s.id, s.text);
+                            }
+                            Record::StackDef(s) => c.stack_ids.push(s.id),
+                            Record::Blob(b) => {
+                                c.blobs.insert(b.hash, b.data);
+                            }
+                            Record::End(e) => c.end = Some(e),
+                            other => {
+                                is_event = true;
+                                c.events.push(other);
+                            }
+                        }
+                    }
+                },
+            }
+            events += usize::from(is_event);
+        }
+        c.frame_ends.push((pos, events));
     };
     c.stop = Some(stop);
     Some(c)
@@ -134,8 +159,8 @@ pub fn events_before(c: &Chain, cut: usize) -> usize {
     c.frame_ends
         .iter()
         .take_while(|(end, _)| *end <= cut)
-        .filter(|(_, ev)| *ev)
-        .count()
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// Checks a decoded trace of `bytes` against the model `c`; `who` names the decoder. `finished`:
