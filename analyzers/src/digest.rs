@@ -17,6 +17,7 @@ use tpuscope_core::stream::Skimmed;
 use tpuscope_core::wire::TransferRef;
 use tpuscope_core::{ReadError, Trace, TraceStream};
 
+use crate::executable_ids::ExecutableIds;
 use crate::launch_table::Column;
 pub use crate::launch_table::Launches;
 
@@ -174,9 +175,17 @@ pub struct Digest {
     /// but executes that succeeded, completions, transfers that neither blocked on a read
     /// (device to host, sync) nor failed, memory samples and step markers.
     pub others: Vec<(usize, Record)>,
+    /// The executables at addresses a plugin reused, as the records above name them.
+    pub(crate) ids: ExecutableIds,
 }
 
 impl Digest {
+    /// `r`, a record of this run read back on its own, as the analyses read it: `None` when
+    /// it is read as it is (see [`crate::executable_ids`]).
+    pub fn as_analysed(&self, r: &Record) -> Option<Record> {
+        self.ids.resolved(r)
+    }
+
     /// Each launch with when it finished.
     pub fn launches_done(&self) -> impl Iterator<Item = (Launch, Done)> + '_ {
         self.launches.iter()
@@ -398,6 +407,8 @@ impl DigestBuilder {
 
     /// One event record (what is kept of it is copied: a streaming reader drops it after).
     pub fn push(&mut self, r: &Record) {
+        let unique = self.d.ids.apply(r);
+        let r = unique.as_ref().unwrap_or(r);
         let event = self.event(r.t_ns(), r.dur_ns());
         match r {
             Record::Execute(e) => {

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod describe;
 pub mod diff;
 pub mod digest;
+pub mod executable_ids;
 pub mod families;
 pub mod flame;
 pub mod frontend;

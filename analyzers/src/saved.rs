@@ -21,7 +21,7 @@ use crate::digest::Digest;
 use crate::hbm::{MemorySample, MemorySeries};
 
 /// Changes whenever what is written changes: bytes of another version are not read.
-const VERSION: u64 = 2;
+const VERSION: u64 = 3;
 
 /// What follows each read: its length and the XXH3 of its bytes, little-endian.
 const TRAILER: usize = 16;
@@ -347,6 +347,14 @@ fn digest<W: std::io::Write>(e: &mut Enc<W>, d: &Digest) {
         }
     }
 
+    let given: Vec<_> = d.ids.given().collect();
+    e.u(given.len() as u64);
+    for (id, from, g) in given {
+        e.u(id);
+        e.u(from);
+        e.u(g);
+    }
+
     e.u(d.others.len() as u64);
     let mut at = 0u64;
     let mut payload = Vec::new();
@@ -454,6 +462,12 @@ fn read_digest(d: &mut Dec<'_>) -> Option<Digest> {
         }
         g.step_marks.push((name, times));
     }
+
+    let n = d.count()?;
+    let given = (0..n)
+        .map(|_| Some((d.u()?, d.u()?, d.u()?)))
+        .collect::<Option<Vec<_>>>()?;
+    g.ids = crate::executable_ids::ExecutableIds::from_given(given);
 
     let n = d.count()?;
     g.others.reserve(n);

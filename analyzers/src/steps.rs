@@ -378,21 +378,23 @@ fn median_period(times: &[u64]) -> u64 {
     periods.get(periods.len() / 2).copied().unwrap_or(0)
 }
 
-/// The names compiles, loads and cache loads gave executable ids.
+/// The names compiles, loads and cache loads gave executable ids (made unique as the digest
+/// makes them: [`crate::executable_ids`]).
 pub fn executable_names(trace: &Trace) -> std::collections::HashMap<u64, String> {
-    names_in(trace.events.iter())
-}
-
-/// [`executable_names`] of a run's digest (the records that name executables are all kept).
-pub fn executable_names_of(d: &Digest) -> std::collections::HashMap<u64, String> {
-    names_in(d.others().map(|(_, r)| r))
-}
-
-fn names_in<'a>(
-    records: impl Iterator<Item = &'a Record>,
-) -> std::collections::HashMap<u64, String> {
+    let mut ids = crate::executable_ids::ExecutableIds::default();
     let mut m = std::collections::HashMap::new();
-    for r in records {
+    for r in &trace.events {
+        let unique = ids.apply(r);
+        crate::describe::learn_name(&mut m, unique.as_ref().unwrap_or(r));
+    }
+    m
+}
+
+/// [`executable_names`] of a run's digest (the records that name executables are all kept,
+/// their ids made unique).
+pub fn executable_names_of(d: &Digest) -> std::collections::HashMap<u64, String> {
+    let mut m = std::collections::HashMap::new();
+    for (_, r) in d.others() {
         crate::describe::learn_name(&mut m, r);
     }
     m

@@ -341,6 +341,47 @@ fn syncs_group_by_the_user_line_and_steps_come_from_the_dominant_executable() {
     );
 }
 
+/// The plugin gave a destroyed warm-up graph's address to the training step (a long run's
+/// common case: an old `jit` dropped, a graph evicted from torch_xla's cache): the step's
+/// launches are its own, not the warm-up's.
+#[test]
+fn an_executable_at_a_reused_address_is_its_own() {
+    let mut r = Run::new("", 0, 1);
+    r.compile(
+        10 * MS,
+        "jit_warm_up",
+        &hlo("torch_xla_item_step0.optimized.hlo_with_config.pb"),
+        7,
+        9,
+    );
+    r.execute(20 * MS, 7);
+    r.execute(21 * MS, 7);
+    // The step's compile returns the same address (90..95 ms); a launch of the warm-up written
+    // after it in the file, made before it returned, stays the warm-up's.
+    r.compile(90 * MS, "jit_train_step", &lr("0.1"), 7, 12);
+    r.execute(92 * MS, 7);
+    for s in 0..10 {
+        let t = 100 * MS + s * 10 * MS;
+        r.execute(t, 7);
+        r.read(t + 2 * MS, 20, 50_000);
+    }
+    let t = r.finish(200 * MS);
+    let rep = report(&[&t]);
+    assert!(
+        rep.steps.detected_by.contains("jit_train_step"),
+        "{}",
+        rep.steps.detected_by
+    );
+    assert_eq!(rep.steps.count, 10);
+    assert_eq!(rep.steps.graph_fragments_per_step, 1);
+    // Each graph was compiled once: no recompile of either.
+    assert!(
+        findings_of(&rep, "recompile").is_empty(),
+        "{:?}",
+        rep.findings
+    );
+}
+
 #[test]
 fn markers_define_steps_and_fragments_per_step() {
     let mut r = Run::new("", 0, 1);

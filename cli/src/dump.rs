@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use tpuscope_analyzers::describe::{self, ExecutableNames};
+use tpuscope_analyzers::executable_ids::ExecutableIds;
 use tpuscope_core::event::Record;
 use tpuscope_core::json::{manifest_json, record_json};
 use tpuscope_core::{ReadError, Streamed, Trace, TraceStream};
@@ -113,6 +114,8 @@ struct Segment {
     waiting: Vec<Record>,
     /// Executable names learned from this segment's records so far (text lines name them).
     names: ExecutableNames,
+    /// Executable ids as the report makes them unique.
+    ids: ExecutableIds,
 }
 
 impl Segment {
@@ -122,6 +125,7 @@ impl Segment {
             started: false,
             waiting: Vec::new(),
             names: ExecutableNames::new(),
+            ids: ExecutableIds::default(),
         }
     }
 
@@ -155,6 +159,9 @@ impl Segment {
         if self.as_json {
             writeln!(out, "{}", record_json(trace, r))
         } else {
+            // Named as the report names them: an address a plugin reused is another executable.
+            let unique = self.ids.apply(r);
+            let r = unique.as_ref().unwrap_or(r);
             describe::learn_name(&mut self.names, r);
             text_record(trace, r, &self.names, out)
         }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use serde_json::{Value, json};
+use tpuscope_analyzers::executable_ids::ExecutableIds;
 use tpuscope_analyzers::flame::{self, FlameKind};
 use tpuscope_analyzers::steps::executable_names;
 use tpuscope_core::event::{Direction, ErrorInfo, Execute, ExecuteComplete, Record, StackId};
@@ -445,6 +446,7 @@ struct Chrome {
     summaries: bool,
     /// Records seen: the file order of completions.
     seen: u64,
+    ids: ExecutableIds,
 }
 
 impl Chrome {
@@ -462,6 +464,7 @@ impl Chrome {
             devices: BTreeSet::new(),
             summaries: false,
             seen: 0,
+            ids: ExecutableIds::default(),
         }
     }
 
@@ -493,6 +496,9 @@ impl Chrome {
         emit: &mut impl FnMut(Ev) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         self.seen += 1;
+        // An address a plugin reused is another executable, as in the report.
+        let unique = self.ids.apply(r);
+        let r = unique.as_ref().unwrap_or(r);
         if self.base.is_none() {
             let m = trace.manifest.as_ref();
             self.pid = m.map_or(0, |m| m.pid);

@@ -253,3 +253,82 @@ fn not_a_trace_is_one_error_line_and_no_output() {
         assert!(!out.exists());
     }
 }
+
+/// A plugin reused a destroyed executable's address for the next compile: the export and the
+/// dump name each launch after the executable it ran (as the report counts it), not after the
+/// first executable that had the address.
+#[test]
+fn a_launch_at_a_reused_address_is_named_after_its_own_executable() {
+    use tpuscope_core::TraceWriter;
+    use tpuscope_core::event::{Compile, End, Execute, Manifest};
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("reuse.tps");
+    let mut w =
+        TraceWriter::new(std::fs::File::create(&trace).unwrap(), &Manifest::default()).unwrap();
+    let compile = |t_ns, name: &str| {
+        Record::Compile(Box::new(Compile {
+            t_ns,
+            dur_ns: 1_000,
+            executable_name: name.into(),
+            executable_id: 0x7f00,
+            ..Compile::default()
+        }))
+    };
+    let execute = |t_ns| {
+        Record::Execute(Execute {
+            t_ns,
+            dur_ns: 100,
+            executable_id: 0x7f00,
+            ..Execute::default()
+        })
+    };
+    for r in [
+        compile(1_000, "jit_warm_up"),
+        execute(5_000),
+        compile(10_000, "jit_train_step"),
+        execute(20_000),
+        execute(30_000),
+        Record::End(End {
+            t_ns: 40_000,
+            ..End::default()
+        }),
+    ] {
+        w.write(&r).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+
+    let out = dir.path().join("t.json");
+    export_ok(
+        &trace,
+        &["--format", "chrome-json", "-o", out.to_str().unwrap()],
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let launches: Vec<&str> = events(&doc)
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "execute")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        launches,
+        ["jit_warm_up", "jit_train_step", "jit_train_step"],
+        "{launches:?}"
+    );
+
+    let dump = Command::new(tpuscope())
+        .arg("dump")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(dump.status.success(), "{}", show(&dump));
+    let text = String::from_utf8(dump.stdout).unwrap();
+    let named: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split(" execute ").nth(1)?.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        named,
+        ["jit_warm_up", "jit_train_step", "jit_train_step"],
+        "{text}"
+    );
+}

@@ -280,6 +280,15 @@ impl Run {
     /// `Err` says why there is none: no such record, or the file changed since it was read (a
     /// record read back from another file would describe something that never ran).
     pub fn record(&self, event: usize) -> Result<Cow<'_, Record>, String> {
+        // As the analyses read it (an executable at an address the plugin reused is its own).
+        let r = self.record_as_written(event)?;
+        Ok(match self.digest.as_analysed(&r) {
+            Some(unique) => Cow::Owned(unique),
+            None => r,
+        })
+    }
+
+    fn record_as_written(&self, event: usize) -> Result<Cow<'_, Record>, String> {
         let none = || format!("no record {event} in this trace");
         let (path, read, marks, last) = match &self.records {
             Records::Held => {

@@ -348,3 +348,67 @@ fn a_run_kept_in_the_cache_opens_as_the_run_read() {
         "the killed run's trace is followed, not kept"
     );
 }
+
+/// The plugin reused a destroyed executable's address for the next compile: a launch of the
+/// new executable, read back from the file, is described as the new one's (as the report
+/// counts it), whether the file was read or its read taken from the cache of reads.
+#[test]
+fn a_launch_at_a_reused_address_is_read_back_as_its_own_executable() {
+    use tpuscope_core::TraceWriter;
+    use tpuscope_core::event::{Compile, End, Execute, Manifest, Record};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reuse.tps");
+    let mut w = TraceWriter::new(std::fs::File::create(&path).unwrap(), &Manifest::default())
+        .unwrap()
+        .packed();
+    let compile = |t_ns, name: &str| {
+        Record::Compile(Box::new(Compile {
+            t_ns,
+            dur_ns: 1_000,
+            executable_name: name.into(),
+            executable_id: 0x7f00,
+            ..Compile::default()
+        }))
+    };
+    let execute = |t_ns| {
+        Record::Execute(Execute {
+            t_ns,
+            executable_id: 0x7f00,
+            ..Execute::default()
+        })
+    };
+    for r in [
+        compile(1_000, "jit_warm_up"),
+        execute(5_000),
+        compile(10_000, "jit_train_step"),
+        execute(20_000),
+        Record::End(End {
+            t_ns: 30_000,
+            ..End::default()
+        }),
+    ] {
+        w.write(&r).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let name_of = |run: &data::Run, event: usize| {
+        let names = tpuscope_analyzers::steps::executable_names_of(&run.digest);
+        match &*run.record(event).unwrap() {
+            Record::Execute(e) => names.get(&e.executable_id).cloned(),
+            _ => None,
+        }
+    };
+    let cache = MemCache::default();
+    let paths = std::slice::from_ref(&path);
+    for round in ["read", "kept"] {
+        let sources = data::open_all_with(paths, false, Some(&cache));
+        let run = sources[0].run().unwrap();
+        assert_eq!(name_of(&run, 1).as_deref(), Some("jit_warm_up"), "{round}");
+        assert_eq!(
+            name_of(&run, 3).as_deref(),
+            Some("jit_train_step"),
+            "{round}"
+        );
+    }
+    assert_eq!(cache.stores.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
