@@ -177,6 +177,10 @@ pub struct Digest {
     pub others: Vec<(usize, Record)>,
     /// The executables at addresses a plugin reused, as the records above name them.
     pub(crate) ids: ExecutableIds,
+    /// Transfers host to device, and the others (device to host), failed ones included: most
+    /// are not kept, so they are counted here (the summary `tpuscope run` prints).
+    pub transfers_h2d: u64,
+    pub transfers_d2h: u64,
 }
 
 impl Digest {
@@ -215,6 +219,15 @@ impl Digest {
         self.batch_t.len()
     }
 
+    /// Counts a transfer (`direction` as the record gives it).
+    fn count_transfer(&mut self, direction: i32) {
+        if direction == Direction::H2d as i32 {
+            self.transfers_h2d += 1;
+        } else {
+            self.transfers_d2h += 1;
+        }
+    }
+
     pub(crate) fn batch(&mut self, t_ns: u64, shape: u32) {
         self.batch_t.push(t_ns);
         self.batch_shape.push(shape);
@@ -241,6 +254,8 @@ impl Digest {
             end_t: self.end_t,
             last_t_in_file: self.last_t_in_file,
             others: self.others,
+            transfers_h2d: self.transfers_h2d,
+            transfers_d2h: self.transfers_d2h,
             ..Digest::default()
         }
     }
@@ -369,6 +384,7 @@ impl DigestBuilder {
     /// has no error): for a reader that parsed it for itself too.
     pub fn push_transfer(&mut self, t: &TransferRef<'_>) {
         let event = self.event(Some(t.t_ns), t.dur_ns);
+        self.d.count_transfer(t.direction);
         if t.direction == Direction::D2h as i32 && t.sync {
             let r = Record::Transfer(Box::new(t.to_owned()));
             self.d.others.push((event, r));
@@ -452,10 +468,12 @@ impl DigestBuilder {
                     times.push(s.t_ns);
                 }
             }
-            Record::Transfer(t)
-                if t.error.is_none() && !(t.direction == Direction::D2h as i32 && t.sync) =>
-            {
-                if t.direction == Direction::H2d as i32 && !t.dims.is_empty() {
+            Record::Transfer(t) => {
+                self.d.count_transfer(t.direction);
+                let read = t.direction == Direction::D2h as i32 && t.sync;
+                if t.error.is_some() || read {
+                    self.d.others.push((event, r.clone()));
+                } else if t.direction == Direction::H2d as i32 && !t.dims.is_empty() {
                     let id = self.shape(&t.dtype, &t.dims);
                     self.d.batch(t.t_ns, id);
                 }

@@ -347,6 +347,9 @@ fn digest<W: std::io::Write>(e: &mut Enc<W>, d: &Digest) {
         }
     }
 
+    e.u(d.transfers_h2d);
+    e.u(d.transfers_d2h);
+
     let given: Vec<_> = d.ids.given().collect();
     e.u(given.len() as u64);
     for (id, from, g) in given {
@@ -462,6 +465,9 @@ fn read_digest(d: &mut Dec<'_>) -> Option<Digest> {
         }
         g.step_marks.push((name, times));
     }
+
+    g.transfers_h2d = d.u()?;
+    g.transfers_d2h = d.u()?;
 
     let n = d.count()?;
     let given = (0..n)

@@ -2,12 +2,12 @@
 
 use std::path::Path;
 
-use tpuscope_core::event::{Direction, Record, RecordKind};
-use tpuscope_core::stream::Skimmed;
-use tpuscope_core::wire::TransferRef;
-use tpuscope_core::{Completeness, ReadError, Trace, TraceStream};
+#[cfg(test)]
+use tpuscope_core::event::Direction;
+use tpuscope_core::event::Record;
+use tpuscope_core::{Completeness, ReadError, Trace};
 
-use tpuscope_analyzers::digest::{Digest, DigestBuilder};
+use tpuscope_analyzers::digest::Digest;
 use tpuscope_analyzers::present;
 
 use crate::report_cmd::term::Style;
@@ -34,35 +34,7 @@ pub struct Counts {
 #[cfg(test)]
 pub fn count(trace: &Trace) -> Counts {
     let mut c = Counts::default();
-    trace.events.iter().for_each(|r| c.add(r));
-    c
-}
-
-impl Counts {
-    /// One event record as a skimming reader hands it out ([`DigestBuilder::decodes`]: a
-    /// transfer comes raw).
-    fn add_skimmed(&mut self, r: &Skimmed<'_>) {
-        match r {
-            Skimmed::Decoded(r) => self.add(r),
-            Skimmed::Raw(RecordKind::Transfer, payload) => {
-                if let Some(t) = TransferRef::parse(payload) {
-                    self.transfer(t.direction);
-                }
-            }
-            Skimmed::Raw(..) => {}
-        }
-    }
-
-    fn transfer(&mut self, direction: i32) {
-        if direction == Direction::H2d as i32 {
-            self.h2d += 1;
-        } else {
-            self.d2h += 1;
-        }
-    }
-
-    fn add(&mut self, r: &Record) {
-        let c = self;
+    for r in &trace.events {
         match r {
             Record::Compile(x) => {
                 c.compiles += 1;
@@ -71,7 +43,8 @@ impl Counts {
             Record::Load(_) => c.loads += 1,
             Record::Execute(_) => c.executes += 1,
             Record::ExecuteSummary(s) => c.executes += s.count,
-            Record::Transfer(t) => c.transfer(t.direction),
+            Record::Transfer(t) if t.direction == Direction::H2d as i32 => c.h2d += 1,
+            Record::Transfer(_) => c.d2h += 1,
             Record::CacheStore(_) => c.cache_stores += 1,
             Record::CacheLoad(l) => {
                 c.cache_loads += 1;
@@ -83,22 +56,54 @@ impl Counts {
             _ => {}
         }
     }
+    c
 }
 
-/// A trace file read as it streams by (its events never held: a long run's trace costs what
-/// its digest holds): the (first) run's tables, the digest of its events and their counts.
-pub fn read_counted(path: &Path) -> Result<(Trace, Digest, Counts), ReadError> {
-    let mut digest = DigestBuilder::default();
-    let mut counts = Counts::default();
-    let traces = TraceStream::open(path)?.skim_each(DigestBuilder::decodes, |segment, r| {
-        if segment == 0 {
-            counts.add_skimmed(&r);
-            digest.push_skimmed(r);
+impl Counts {
+    /// The counts of a run, from its digest: every record they count is kept there whole, or
+    /// counted (launches, transfers, step markers).
+    pub fn of(d: &Digest) -> Counts {
+        let mut c = Counts {
+            executes: d.launches.len() as u64,
+            h2d: d.transfers_h2d,
+            d2h: d.transfers_d2h,
+            steps: d.step_marks.iter().map(|(_, t)| t.len() as u64).sum(),
+            ..Counts::default()
+        };
+        for (_, r) in d.others() {
+            match r {
+                Record::Compile(x) => {
+                    c.compiles += 1;
+                    c.compile_errors += u64::from(x.error.is_some());
+                }
+                Record::Load(_) => c.loads += 1,
+                Record::ExecuteSummary(s) => c.executes += s.count,
+                Record::CacheStore(_) => c.cache_stores += 1,
+                Record::CacheLoad(l) => {
+                    c.cache_loads += 1;
+                    c.cache_load_failures += u64::from(!l.ok);
+                }
+                Record::Error(_) => c.errors += 1,
+                Record::Dropped(d) => c.dropped = c.dropped.max(d.total),
+                _ => {}
+            }
         }
-    })?;
+        c
+    }
+}
+
+/// A trace file read as `report` reads it: on all cores, its events never held (a long run's
+/// trace costs what its digest holds), through the cache of reads, so that a `report` or
+/// `whatif` of a long run right after it reads the cache instead. The (first) run's tables,
+/// the digest of its events and their counts.
+pub fn read_counted(path: &Path) -> anyhow::Result<(Trace, Digest, Counts)> {
+    let (traces, digests) = crate::report_cmd::read_digested(path)?;
     // A stream that read a header holds one run at least.
-    let trace = traces.into_iter().next().ok_or(ReadError::NotATrace)?;
-    let (trace, digest) = digest.finish_for(trace);
+    let (Some(trace), Some(digest)) = (traces.into_iter().next(), digests.into_iter().next())
+    else {
+        return Err(crate::dump::read_error(path, ReadError::NotATrace));
+    };
+    let counts = Counts::of(&digest);
     Ok((trace, digest, counts))
 }
 
@@ -117,11 +122,14 @@ pub fn completeness_warning(path: &Path, trace: &Trace) -> Option<String> {
     }
 }
 
+/// What `tpuscope run` prints of a trace it produced: its counts, then what `report` would
+/// say first.
 pub fn print_trace_summary(path: &Path) {
     let (trace, digest, c) = match read_counted(path) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("tpuscope: trace {}: {e}", path.display());
+            // The error line names the file.
+            eprintln!("tpuscope: trace {e}");
             return;
         }
     };

@@ -30,6 +30,9 @@ fn jax_shapes_counts_match_an_independent_counter_and_output_is_unchanged() {
     assert!(direct.status.success(), "{}", show(&direct));
 
     let fault = fault_plugin();
+    // The summary reads the trace as `report` does, into the cache of reads (kept here for
+    // traces of any size).
+    let cache_home = dir.path().join("cache");
     let out = run_tpuscope(
         &[
             "run",
@@ -44,6 +47,8 @@ fn jax_shapes_counts_match_an_independent_counter_and_output_is_unchanged() {
         &[
             ("TPUSCOPE_FAULT_REAL_PLUGIN", cpu.to_str().unwrap()),
             ("TPUSCOPE_FAULT_COUNTS", counts_file.to_str().unwrap()),
+            ("XDG_CACHE_HOME", cache_home.to_str().unwrap()),
+            ("TPUSCOPE_DIGEST_CACHE_MIN_MB", "0"),
         ],
         dir.path(),
     );
@@ -53,6 +58,8 @@ fn jax_shapes_counts_match_an_independent_counter_and_output_is_unchanged() {
         String::from_utf8_lossy(&direct.stdout),
         "workload output differs under tpuscope"
     );
+
+    report_after_the_run_reads_what_the_summary_kept(dir.path(), &traces, &cache_home);
 
     let trace = only_trace(&traces);
     let counts = read_counts(&counts_file);
@@ -162,4 +169,45 @@ fn a_file_out_without_the_tps_extension_is_the_trace() {
     let trace = tpuscope_core::read_trace_file(&target).unwrap();
     assert_eq!(trace.completeness, tpuscope_core::Completeness::Complete);
     assert!(count(&trace, "compile") > 0);
+}
+
+/// A `report` right after a run (its traces in `traces`, the cache of reads under
+/// `cache_home`) reads what the run's summary kept, and says what reading the trace says.
+fn report_after_the_run_reads_what_the_summary_kept(
+    cwd: &std::path::Path,
+    traces: &std::path::Path,
+    cache_home: &std::path::Path,
+) {
+    let kept: Vec<_> = std::fs::read_dir(cache_home.join("tpuscope/digests"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let trace_file = std::fs::read_dir(traces)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "tps"))
+        .unwrap();
+    let report = |cache: &str| {
+        let out = run_tpuscope(
+            &["report", trace_file.to_str().unwrap(), "--format", "json"],
+            &[
+                ("XDG_CACHE_HOME", cache_home.to_str().unwrap()),
+                ("TPUSCOPE_DIGEST_CACHE_MIN_MB", "0"),
+                ("TPUSCOPE_DIGEST_CACHE", cache),
+            ],
+            cwd,
+        );
+        assert!(out.status.success(), "{}", show(&out));
+        out.stdout
+    };
+    // A cache file is written anew through a temporary file renamed into place.
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(&kept[0]).unwrap().ino();
+    assert_eq!(report("1"), report("0"));
+    assert_eq!(
+        std::fs::metadata(&kept[0]).unwrap().ino(),
+        inode,
+        "the report read the cache, it did not write it again"
+    );
 }
