@@ -306,29 +306,40 @@ impl Spans {
         if self.is_empty() {
             self.sorted = true;
         }
-        self.start.push(start);
         let d = self.word(event, end - start);
+        // Its place: after every span that starts no later (ties stay in the order they came).
+        // Giving up leaves the same order to the sort: a span is never moved past one that
+        // starts with it.
+        let n = self.len();
+        let mut at = n;
+        if self.sorted {
+            while at > 0 && self.start.at(at - 1) > start {
+                if n - at >= MAX_MOVE {
+                    self.sorted = false;
+                    at = n;
+                    break;
+                }
+                at -= 1;
+            }
+        }
+        self.start.push(start);
         self.dur.push(d);
         self.kind.push(kind);
         self.event.push(event);
-        if !self.sorted {
-            return;
-        }
-        let mut i = self.len() - 1;
-        while i > 0 && self.start.at(i - 1) > start {
-            if self.len() - i > MAX_MOVE {
-                self.sorted = false;
-                return;
+        if at < n {
+            // Each column shifted by one past `at`, as it lies (a wide duration stays keyed
+            // by its record).
+            for i in (at..n).rev() {
+                self.start.set(i + 1, self.start.at(i));
+                self.dur.set(i + 1, self.dur.at(i));
+                self.kind.set(i + 1, self.kind.at(i));
+                self.event.set(i + 1, self.event.at(i));
             }
-            self.swap(i - 1, i);
-            i -= 1;
+            self.start.set(at, start);
+            self.dur.set(at, d);
+            self.kind.set(at, kind);
+            self.event.set(at, event);
         }
-    }
-
-    fn swap(&mut self, i: usize, j: usize) {
-        let (a, b) = (self.get_raw(i), self.get_raw(j));
-        self.set_raw(i, b);
-        self.set_raw(j, a);
     }
 
     fn get_raw(&self, i: usize) -> (u64, u64, Kind, u32) {
@@ -349,14 +360,6 @@ impl Spans {
                 WIDE
             }
         }
-    }
-
-    fn set_raw(&mut self, i: usize, (s, e, k, ev): (u64, u64, Kind, u32)) {
-        self.start.set(i, s);
-        let d = self.word(ev, e - s);
-        self.dur.set(i, d);
-        self.kind.set(i, k);
-        self.event.set(i, ev);
     }
 
     /// Moves every span `by` ns earlier (to its source's origin), sorts them and builds the
@@ -1085,6 +1088,9 @@ impl SourceLanes {
     }
 }
 
+/// Devices whose lanes [`LaneBuilder`] finds by index, not by hash.
+const DEVICES_AT_HAND: usize = 64;
+
 /// The spans of one source gathered record by record, by lane, as its events stream by (what
 /// is kept of a record is its span, not the record).
 #[derive(Clone, Default)]
@@ -1093,6 +1099,10 @@ pub struct LaneBuilder {
     lanes: Vec<(LaneKey, Spans)>,
     /// Where each lane is in `lanes` (one lookup per span: a hash, not a tree's walk).
     lane_of: FxHashMap<LaneKey, usize>,
+    /// The same for devices 0..[`DEVICES_AT_HAND`] (a launch's completions alternate between
+    /// them), and for the thread of the last span (a thread's calls come in runs): no hash.
+    device_lane: Vec<Option<usize>>,
+    last_thread: Option<(u32, usize)>,
     /// Each device's last completion, by device index.
     busy_until: Vec<u64>,
     /// The earliest time after 0 of an event.
@@ -1101,13 +1111,46 @@ pub struct LaneBuilder {
 
 impl LaneBuilder {
     fn at(&mut self, key: LaneKey, start: u64, end: u64, k: Kind, e: u32) {
+        let i = self.lane(key);
+        if let Some((_, spans)) = self.lanes.get_mut(i) {
+            spans.push(start, end, k, e);
+        }
+    }
+
+    /// The index in `lanes` of `key`'s lane, made the first time.
+    #[inline]
+    fn lane(&mut self, key: LaneKey) -> usize {
+        let device = match key {
+            LaneKey::Device(d) => usize::try_from(d).ok().filter(|&d| d < DEVICES_AT_HAND),
+            LaneKey::Thread(t) => {
+                if let Some((last, i)) = self.last_thread
+                    && last == t
+                {
+                    return i;
+                }
+                None
+            }
+        };
+        if let Some(Some(i)) = device.and_then(|d| self.device_lane.get(d)) {
+            return *i;
+        }
         let i = *self.lane_of.entry(key).or_insert_with(|| {
             self.lanes.push((key, Spans::default()));
             self.lanes.len() - 1
         });
-        if let Some((_, spans)) = self.lanes.get_mut(i) {
-            spans.push(start, end, k, e);
+        match (key, device) {
+            (LaneKey::Thread(t), _) => self.last_thread = Some((t, i)),
+            (_, Some(d)) => {
+                if self.device_lane.len() <= d {
+                    self.device_lane.resize(d + 1, None);
+                }
+                if let Some(slot) = self.device_lane.get_mut(d) {
+                    *slot = Some(i);
+                }
+            }
+            _ => {}
         }
+        i
     }
 
     /// A span of `dur` ns from `t` on a host thread's lane.
@@ -1385,6 +1428,28 @@ mod tests {
         items.push((50, 50 + 10_000_000_000, Kind::Compile, 10_001));
         let s = Spans::from_unsorted(items.clone());
         let mut want = items;
+        want.sort_by_key(|s| s.0);
+        let got: Vec<_> = (0..s.len()).map(|i| s.get(i).unwrap()).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn spans_moved_into_place_keep_their_durations_wide_or_not() {
+        const LONG: u64 = 10_000_000_000;
+        // A long span, then one that belongs before it, then a late long one and a tie.
+        let pushed = [
+            (100, 100 + LONG, Kind::Compile, 0),
+            (50, 60, Kind::Execute, 1),
+            (200, 210, Kind::Device, 2),
+            (150, 150 + LONG, Kind::Compile, 3),
+            (150, 151, Kind::Sync, 4),
+        ];
+        let mut s = Spans::default();
+        for (a, b, k, e) in pushed {
+            s.push(a, b, k, e);
+        }
+        assert!(s.sorted);
+        let mut want = pushed.to_vec();
         want.sort_by_key(|s| s.0);
         let got: Vec<_> = (0..s.len()).map(|i| s.get(i).unwrap()).collect();
         assert_eq!(got, want);
