@@ -423,8 +423,6 @@ impl DigestBuilder {
 
     /// One event record (what is kept of it is copied: a streaming reader drops it after).
     pub fn push(&mut self, r: &Record) {
-        let unique = self.d.ids.apply(r);
-        let r = unique.as_ref().unwrap_or(r);
         let event = self.event(r.t_ns(), r.dur_ns());
         match r {
             Record::Execute(e) => {
@@ -433,13 +431,13 @@ impl DigestBuilder {
                     event: u32::try_from(event).unwrap_or(u32::MAX),
                     t_ns: e.t_ns,
                     dur_ns: e.dur_ns,
-                    executable_id: e.executable_id,
+                    executable_id: self.d.ids.launched(e.executable_id, e.t_ns),
                     completion_tracked: e.completion_tracked,
                     failed,
                 });
                 self.seqs.push(e.seq, launch);
                 if failed {
-                    self.d.others.push((event, r.clone()));
+                    self.keep(event, r);
                 }
                 if !self.pending.is_empty()
                     && let Some(early) = self.pending.remove(&e.seq)
@@ -472,14 +470,21 @@ impl DigestBuilder {
                 self.d.count_transfer(t.direction);
                 let read = t.direction == Direction::D2h as i32 && t.sync;
                 if t.error.is_some() || read {
-                    self.d.others.push((event, r.clone()));
+                    self.keep(event, r);
                 } else if t.direction == Direction::H2d as i32 && !t.dims.is_empty() {
                     let id = self.shape(&t.dtype, &t.dims);
                     self.d.batch(t.t_ns, id);
                 }
             }
-            other => self.d.others.push((event, other.clone())),
+            other => self.keep(event, other),
         }
+    }
+
+    /// Keeps record `r` whole, its executable ids made unique (the few records that define or
+    /// name executables are among those kept: compiles, loads, cache records, summaries).
+    fn keep(&mut self, event: usize, r: &Record) {
+        let kept = self.d.ids.apply(r).unwrap_or_else(|| r.clone());
+        self.d.others.push((event, kept));
     }
 
     /// The index of a shape in `shapes`, added the first time.

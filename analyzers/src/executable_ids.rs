@@ -31,23 +31,19 @@ pub struct ExecutableIds {
 }
 
 impl ExecutableIds {
-    /// `r` as the analyses read it: `None` when it keeps its ids (every record of a run whose
-    /// executables never shared an address), else a copy with its ids made unique.
+    /// The executable a launch of `id` at `t_ns` ran: most of a run's records are launches,
+    /// so this costs one test until an address is reused.
     #[inline]
-    pub fn apply(&mut self, r: &Record) -> Option<Record> {
-        // Launches are most of a run: they cost one test until an address is reused.
-        let defines = matches!(
-            r,
-            Record::Compile(_) | Record::Load(_) | Record::CacheLoad(_) | Record::ExecutableSeen(_)
-        );
-        if !defines && self.later.is_empty() {
-            return None;
+    pub fn launched(&self, id: u64, t_ns: u64) -> u64 {
+        if self.later.is_empty() {
+            return id;
         }
-        self.apply_slow(r)
+        self.resolve(id, t_ns).unwrap_or(id)
     }
 
-    #[inline(never)]
-    fn apply_slow(&mut self, r: &Record) -> Option<Record> {
+    /// `r` as the analyses read it: `None` when it keeps its ids (every record of a run whose
+    /// executables never shared an address), else a copy with its ids made unique.
+    pub fn apply(&mut self, r: &Record) -> Option<Record> {
         match r {
             Record::Compile(c) => {
                 let id = self.define(c.executable_id, c.t_ns.saturating_add(c.dur_ns))?;
