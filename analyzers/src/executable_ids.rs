@@ -44,65 +44,41 @@ impl ExecutableIds {
     /// `r` as the analyses read it: `None` when it keeps its ids (every record of a run whose
     /// executables never shared an address), else a copy with its ids made unique.
     pub fn apply(&mut self, r: &Record) -> Option<Record> {
-        match r {
-            Record::Compile(c) => {
-                let id = self.define(c.executable_id, c.t_ns.saturating_add(c.dur_ns))?;
-                let mut c = c.clone();
-                c.executable_id = id;
-                Some(Record::Compile(c))
-            }
+        let (id, from) = match r {
+            Record::Compile(c) => (c.executable_id, c.t_ns.saturating_add(c.dur_ns)),
+            Record::CacheLoad(l) => (l.executable_id, l.t_ns.saturating_add(l.dur_ns)),
+            // Identified at its first launch after the attach, inside that launch's call.
+            Record::ExecutableSeen(x) => (x.executable_id, x.t_ns),
+            // Both a definition and a reference (the compile-only executable it loads).
             Record::Load(l) => {
-                let done = l.t_ns.saturating_add(l.dur_ns);
                 let source = self.resolve(l.source_executable_id, l.t_ns);
-                let id = self.define(l.executable_id, done);
+                let id = self.define(l.executable_id, l.t_ns.saturating_add(l.dur_ns));
                 if id.is_none() && source.is_none() {
                     return None;
                 }
                 let mut l = l.clone();
                 l.executable_id = id.unwrap_or(l.executable_id);
                 l.source_executable_id = source.unwrap_or(l.source_executable_id);
-                Some(Record::Load(l))
+                return Some(Record::Load(l));
             }
-            Record::CacheLoad(l) => {
-                let id = self.define(l.executable_id, l.t_ns.saturating_add(l.dur_ns))?;
-                let mut l = l.clone();
-                l.executable_id = id;
-                Some(Record::CacheLoad(l))
-            }
-            // Identified at its first launch after the attach, inside that launch's call.
-            Record::ExecutableSeen(x) => {
-                let id = self.define(x.executable_id, x.t_ns)?;
-                let mut x = x.clone();
-                x.executable_id = id;
-                Some(Record::ExecutableSeen(x))
-            }
-            _ => self.references(r),
-        }
+            _ => return self.resolved(r),
+        };
+        let given = self.define(id, from)?;
+        Some(with_id(r, given))
     }
 
-    /// A record that only refers to executables, with the ids it refers to made unique.
-    fn references(&self, r: &Record) -> Option<Record> {
-        match r {
-            Record::Execute(e) => {
-                let id = self.resolve(e.executable_id, e.t_ns)?;
-                let mut e = e.clone();
-                e.executable_id = id;
-                Some(Record::Execute(e))
-            }
-            Record::ExecuteSummary(s) => {
-                let id = self.resolve(s.executable_id, s.t_start_ns)?;
-                let mut s = s.clone();
-                s.executable_id = id;
-                Some(Record::ExecuteSummary(s))
-            }
-            Record::CacheStore(s) => {
-                let id = self.resolve(s.executable_id, s.t_ns)?;
-                let mut s = s.clone();
-                s.executable_id = id;
-                Some(Record::CacheStore(s))
-            }
-            _ => None,
-        }
+    /// `r`, a record that refers to an executable (a launch, a summary of launches, a cache
+    /// store), with the id it refers to made unique: `None` when it keeps it. Also for a record
+    /// read back on its own once the run was read (a view shows one record from the file); a
+    /// definition is kept whole among the digest's records, so it is read from there.
+    pub fn resolved(&self, r: &Record) -> Option<Record> {
+        let (id, t) = match r {
+            Record::Execute(e) => (e.executable_id, e.t_ns),
+            Record::ExecuteSummary(s) => (s.executable_id, s.t_start_ns),
+            Record::CacheStore(s) => (s.executable_id, s.t_ns),
+            _ => return None,
+        };
+        Some(with_id(r, self.resolve(id, t)?))
     }
 
     /// A definition of `id` holding from `from`: `None` for its first, else the id given to it.
@@ -110,19 +86,17 @@ impl ExecutableIds {
         if id == 0 || self.defined.insert(id) {
             return None;
         }
-        let later = self.later.entry(id).or_default();
-        let nth = (later.len() as u64 + 1).min(NTH_MAX);
-        let given = GIVEN | (nth << NTH_SHIFT) | (id & ((1 << NTH_SHIFT) - 1));
-        let at = later.partition_point(|&(t, _)| t <= from);
-        later.insert(at, (from, given));
+        let nth = self.later.get(&id).map_or(0, Vec::len) as u64 + 1;
+        let given = GIVEN | (nth.min(NTH_MAX) << NTH_SHIFT) | (id & ((1 << NTH_SHIFT) - 1));
+        self.hold(id, from, given);
         Some(given)
     }
 
-    /// `r` read back on its own (a view shows one record from the file) after the run was
-    /// read: its references as [`ExecutableIds::apply`] made them then. A definition is kept
-    /// whole among the digest's records, so it is read from there, not here.
-    pub fn resolved(&self, r: &Record) -> Option<Record> {
-        self.references(r)
+    /// Notes that `id` stands for `given` from time `from` on.
+    fn hold(&mut self, id: u64, from: u64, given: u64) {
+        let later = self.later.entry(id).or_default();
+        let at = later.partition_point(|&(t, _)| t <= from);
+        later.insert(at, (from, given));
     }
 
     /// The ids given to later definitions, for a saved digest: (address, from, given).
@@ -138,9 +112,7 @@ impl ExecutableIds {
         let mut ids = ExecutableIds::default();
         for (id, from, g) in given {
             ids.defined.insert(id);
-            let later = ids.later.entry(id).or_default();
-            let at = later.partition_point(|&(t, _)| t <= from);
-            later.insert(at, (from, g));
+            ids.hold(id, from, g);
         }
         ids
     }
@@ -155,6 +127,21 @@ impl ExecutableIds {
         let at = later.partition_point(|&(from, _)| from <= t);
         later.get(at.checked_sub(1)?).map(|&(_, given)| given)
     }
+}
+
+/// A copy of `r` naming executable `id` (for the kinds [`ExecutableIds`] reads).
+fn with_id(r: &Record, id: u64) -> Record {
+    let mut r = r.clone();
+    match &mut r {
+        Record::Compile(c) => c.executable_id = id,
+        Record::CacheLoad(l) => l.executable_id = id,
+        Record::ExecutableSeen(x) => x.executable_id = id,
+        Record::Execute(e) => e.executable_id = id,
+        Record::ExecuteSummary(s) => s.executable_id = id,
+        Record::CacheStore(s) => s.executable_id = id,
+        _ => {}
+    }
+    r
 }
 
 #[cfg(test)]
