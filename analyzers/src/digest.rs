@@ -18,7 +18,9 @@ use tpuscope_core::wire::TransferRef;
 use tpuscope_core::{ReadError, Trace, TraceStream};
 
 use crate::executable_ids::ExecutableIds;
-use crate::launch_table::Column;
+use std::sync::Arc;
+
+use crate::column::{Column, Spill};
 pub use crate::launch_table::Launches;
 
 /// Reads a trace file without keeping its events: one trace per segment with its tables (and
@@ -34,12 +36,17 @@ pub fn read_stream<R: std::io::Read>(
 }
 
 /// As [`read_stream`], a regular file read on `threads` threads
-/// ([`TraceStream::skim_parallel`]): the same digests, in about the time of the folding alone.
+/// ([`TraceStream::skim_parallel`]): the same digests, in about the time of the folding alone;
+/// their old launches and batches in `spill` where one is given ([`DigestBuilder::spilling`]).
 pub fn read_file_stream(
     stream: TraceStream<tpuscope_core::stream::TraceFile>,
     threads: usize,
+    spill: Option<Arc<dyn Spill>>,
 ) -> Result<Vec<(Trace, Digest)>, ReadError> {
-    let mut builders = Builders::default();
+    let mut builders = Builders {
+        spill,
+        ..Builders::default()
+    };
     let traces = stream.skim_parallel(threads, DigestBuilder::decodes, |segment, _, r| {
         builders.push(segment, r);
     })?;
@@ -48,23 +55,35 @@ pub fn read_file_stream(
 
 /// A builder per segment.
 #[derive(Default)]
-struct Builders(Vec<DigestBuilder>);
+struct Builders {
+    each: Vec<DigestBuilder>,
+    spill: Option<Arc<dyn Spill>>,
+}
 
 impl Builders {
     fn push(&mut self, segment: usize, r: Skimmed<'_>) {
-        if self.0.len() <= segment {
-            self.0.resize_with(segment + 1, DigestBuilder::default);
+        if self.each.len() <= segment {
+            self.grow(segment + 1);
         }
-        if let Some(b) = self.0.get_mut(segment) {
+        if let Some(b) = self.each.get_mut(segment) {
             b.push_skimmed(r);
         }
     }
 
+    fn grow(&mut self, n: usize) {
+        let spill = &self.spill;
+        self.each.resize_with(n, || {
+            spill
+                .as_ref()
+                .map_or_else(DigestBuilder::default, DigestBuilder::spilling)
+        });
+    }
+
     fn finish(mut self, traces: Vec<Trace>) -> Vec<(Trace, Digest)> {
-        self.0.resize_with(traces.len(), DigestBuilder::default);
+        self.grow(traces.len());
         traces
             .into_iter()
-            .zip(self.0)
+            .zip(self.each)
             .map(|(t, b)| b.finish_for(t))
             .collect()
     }
@@ -208,10 +227,7 @@ impl Digest {
     /// Host-to-device transfers that succeeded and have dimensions, in file order: (time,
     /// index in `shapes`).
     pub fn batches(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.batch_t
-            .iter()
-            .copied()
-            .zip(self.batch_shape.iter().copied())
+        self.batch_t.iter().zip(self.batch_shape.iter())
     }
 
     /// How many batches [`Digest::batches`] gives.
@@ -340,6 +356,16 @@ impl Seqs {
 }
 
 impl DigestBuilder {
+    /// A builder whose launches and batches keep only their newest values in memory and the
+    /// rest in `store` (see [`crate::column`]): what `report` holds of a long trace.
+    pub fn spilling(store: &Arc<dyn Spill>) -> DigestBuilder {
+        let mut b = DigestBuilder::default();
+        b.d.launches.spill_to(store);
+        b.d.batch_t.spill_to(Arc::clone(store));
+        b.d.batch_shape.spill_to(Arc::clone(store));
+        b
+    }
+
     /// How many event records it took so far (the index the next one gets).
     pub fn events(&self) -> usize {
         self.d.events

@@ -12,129 +12,20 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use crate::column::{CHUNK, CHUNK_BITS, Column, Cursor, Spill};
 use crate::digest::{Done, Launch};
-
-/// Values appended in order and read by index, in chunks of [`CHUNK`]: growing never copies
-/// what is there, nor holds room for as many again. A clone shares the full chunks (a live
-/// view's snapshot of a long run costs pointers and the chunk being filled); a full chunk is
-/// copied only when one side changes it. The chunk being filled is this column's alone, so a
-/// push or a change there takes no atomic operation (the fold of a long trace pushes one
-/// value per event into several columns). Also the GUI's timeline columns (`gui/src/lanes.rs`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Column<T> {
-    /// Full chunks of [`CHUNK`] values.
-    chunks: Vec<Arc<Vec<T>>>,
-    /// The values after them, fewer than [`CHUNK`].
-    tail: Vec<T>,
-}
-
-const CHUNK_BITS: u32 = 16;
-const CHUNK: usize = 1 << CHUNK_BITS;
-
-impl<T> Default for Column<T> {
-    fn default() -> Self {
-        Column {
-            chunks: Vec::new(),
-            tail: Vec::new(),
-        }
-    }
-}
-
-impl<T: Clone> Column<T> {
-    pub fn len(&self) -> usize {
-        (self.chunks.len() << CHUNK_BITS) + self.tail.len()
-    }
-
-    pub fn push(&mut self, v: T) {
-        if self.tail.len() == CHUNK {
-            // The first tail grew by doubling (a short column stays small); later ones are
-            // made whole at once.
-            let full = std::mem::replace(&mut self.tail, Vec::with_capacity(CHUNK));
-            self.chunks.push(Arc::new(full));
-        }
-        self.tail.push(v);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.chunks.is_empty() && self.tail.is_empty()
-    }
-
-    /// Appends `values` in order, a chunk at a time (what pushing each would leave).
-    pub fn extend_from_slice(&mut self, mut values: &[T]) {
-        while !values.is_empty() {
-            if self.tail.len() == CHUNK {
-                let full = std::mem::replace(&mut self.tail, Vec::with_capacity(CHUNK));
-                self.chunks.push(Arc::new(full));
-            }
-            let room = CHUNK - self.tail.len();
-            let (now, rest) = values.split_at(room.min(values.len()));
-            self.tail.extend_from_slice(now);
-            values = rest;
-        }
-    }
-
-    pub fn get(&self, i: usize) -> Option<&T> {
-        let c = i >> CHUNK_BITS;
-        match self.chunks.get(c) {
-            Some(chunk) => chunk.get(i & (CHUNK - 1)),
-            None if c == self.chunks.len() => self.tail.get(i & (CHUNK - 1)),
-            None => None,
-        }
-    }
-
-    /// The `i`-th value; `i < len`, as indexing a slice.
-    pub fn at(&self, i: usize) -> T
-    where
-        T: Copy,
-    {
-        let c = i >> CHUNK_BITS;
-        if c < self.chunks.len() {
-            self.chunks[c][i & (CHUNK - 1)]
-        } else {
-            self.tail[i - (self.chunks.len() << CHUNK_BITS)]
-        }
-    }
-
-    /// Replaces the `i`-th value (nothing past the end).
-    pub fn set(&mut self, i: usize, v: T) {
-        if let Some(slot) = self.get_mut(i) {
-            *slot = v;
-        }
-    }
-
-    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        let (c, full) = (i >> CHUNK_BITS, self.chunks.len());
-        match self.chunks.get_mut(c) {
-            Some(chunk) => Arc::make_mut(chunk).get_mut(i & (CHUNK - 1)),
-            None if c == full => self.tail.get_mut(i & (CHUNK - 1)),
-            None => None,
-        }
-    }
-
-    /// The values in order.
-    pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        self.slices().flatten()
-    }
-
-    /// The values in order, a chunk at a time: the full chunks, then the one being filled.
-    pub fn slices(&self) -> impl Iterator<Item = &[T]> + '_ {
-        self.chunks
-            .iter()
-            .map(|c| c.as_slice())
-            .chain(std::iter::once(self.tail.as_slice()))
-    }
-}
 
 /// [`Launches::iter`]: chunk by chunk (both columns are pushed together, so their chunks
 /// match), each `next` a step along two slices (the analyses walk millions of launches several
 /// times, often a `peek` at a time).
 struct LaunchIter<'a> {
     table: &'a Launches,
-    /// The chunk `ts` and `ws` come from, and the index of their first value.
-    chunk: usize,
-    at: usize,
-    ts: &'a [u64],
-    ws: &'a [Words],
+    ts: Cursor<'a, u64>,
+    ws: Cursor<'a, Words>,
+    /// The chunk to load next, the index of the loaded one's first launch, and the place in it.
+    next_chunk: usize,
+    first: usize,
+    pos: usize,
 }
 
 impl Iterator for LaunchIter<'_> {
@@ -143,20 +34,16 @@ impl Iterator for LaunchIter<'_> {
     #[inline]
     fn next(&mut self) -> Option<(Launch, Done)> {
         loop {
-            if let (Some((&t, ts)), Some((w, ws))) = (self.ts.split_first(), self.ws.split_first())
-            {
-                let i = self.at;
-                (self.ts, self.ws, self.at) = (ts, ws, i + 1);
-                return Some(self.table.unpack(i, t, w));
+            let pos = self.pos;
+            if let (Some(&t), Some(w)) = (self.ts.slice().get(pos), self.ws.slice().get(pos)) {
+                self.pos = pos + 1;
+                return Some(self.table.unpack(self.first + pos, t, w));
             }
-            let (t, w) = (&self.table.t_ns, &self.table.words);
-            let (ts, ws) = match (t.chunks.get(self.chunk), w.chunks.get(self.chunk)) {
-                (Some(ts), Some(ws)) => (ts.as_slice(), ws.as_slice()),
-                _ if self.chunk == t.chunks.len() => (t.tail.as_slice(), w.tail.as_slice()),
-                _ => return None,
-            };
-            (self.ts, self.ws, self.at) = (ts, ws, self.chunk << CHUNK_BITS);
-            self.chunk += 1;
+            let c = self.next_chunk;
+            if !(self.ts.load(c) && self.ws.load(c)) {
+                return None;
+            }
+            (self.next_chunk, self.first, self.pos) = (c + 1, c << CHUNK_BITS, 0);
         }
     }
 }
@@ -226,24 +113,45 @@ impl Launches {
 
     /// The `i`-th launch with when it finished.
     pub fn get(&self, i: usize) -> Option<(Launch, Done)> {
-        let (&t_ns, w) = (self.t_ns.get(i)?, self.words.get(i)?);
-        Some(self.unpack(i, t_ns, w))
+        let (t_ns, w) = (self.t_ns.get(i)?, self.words.get(i)?);
+        Some(self.unpack(i, t_ns, &w))
     }
 
     /// Each launch with when it finished, in file order (chunk by chunk: no lookup per launch).
     pub fn iter(&self) -> impl Iterator<Item = (Launch, Done)> + '_ {
         LaunchIter {
             table: self,
-            chunk: 0,
-            at: 0,
-            ts: &[],
-            ws: &[],
+            ts: Cursor::new(&self.t_ns),
+            ws: Cursor::new(&self.words),
+            next_chunk: 0,
+            first: 0,
+            pos: 0,
         }
     }
 
-    /// [`Launches::iter`] from the last launch back.
+    /// [`Launches::iter`] from the last launch back, a chunk at a time.
     pub fn iter_rev(&self) -> impl Iterator<Item = (Launch, Done)> + '_ {
-        (0..self.len()).rev().filter_map(|i| self.get(i))
+        let (mut ts, mut ws) = (Cursor::new(&self.t_ns), Cursor::new(&self.words));
+        (0..self.t_ns.chunk_count()).rev().flat_map(move |c| {
+            let mut chunk = Vec::new();
+            if ts.load(c) && ws.load(c) {
+                let first = c << CHUNK_BITS;
+                chunk.extend(
+                    ts.slice()
+                        .iter()
+                        .zip(ws.slice())
+                        .enumerate()
+                        .map(|(k, (&t, w))| self.unpack(first + k, t, w)),
+                );
+            }
+            chunk.into_iter().rev()
+        })
+    }
+
+    /// Sends the table's old chunks to `store` (see [`Column::spill_to`]).
+    pub(crate) fn spill_to(&mut self, store: &Arc<dyn Spill>) {
+        self.t_ns.spill_to(Arc::clone(store));
+        self.words.spill_to(Arc::clone(store));
     }
 
     #[inline]
@@ -318,7 +226,7 @@ impl Launches {
     pub(crate) fn write_raw(&self, put: &mut dyn FnMut(&[u8])) {
         let mut word = |v: u64| put(&v.to_le_bytes());
         word(self.len() as u64);
-        self.t_ns.iter().for_each(|&t| word(t));
+        self.t_ns.iter().for_each(&mut word);
         word(self.exes.len() as u64);
         self.exes.iter().for_each(|&e| word(e));
         for side in [&self.wide_dur, &self.wide_exe] {
@@ -340,7 +248,7 @@ impl Launches {
         }
         let mut w20 = [0u8; 20];
         for w in self.words.iter() {
-            for (bytes, x) in w20.chunks_exact_mut(4).zip(w) {
+            for (bytes, x) in w20.chunks_exact_mut(4).zip(&w) {
                 bytes.copy_from_slice(&x.to_le_bytes());
             }
             put(&w20);
@@ -402,7 +310,7 @@ impl Launches {
     /// asked for completions). Works on the launch's words: this runs for every completion.
     pub(crate) fn complete(&mut self, i: u32, t_ns: u64) -> Option<(u64, bool)> {
         let at = i as usize;
-        let dispatch = *self.t_ns.get(at)?;
+        let dispatch = self.t_ns.get(at)?;
         let rel = i64::try_from(t_ns)
             .ok()
             .zip(i64::try_from(dispatch).ok())
@@ -524,43 +432,40 @@ mod tests {
         assert!(Launches::default().iter().next().is_none());
     }
 
+    /// A table whose old chunks were spilled reads back as one held in memory: in order, from
+    /// the end, by index, saved; completions of spilled launches included.
     #[test]
-    fn a_column_extended_by_a_slice_is_the_column_pushed_value_by_value() {
-        let values: Vec<u64> = (0..(2 * CHUNK + 5) as u64).collect();
-        let mut pushed = Column::default();
-        values.iter().for_each(|&v| pushed.push(v));
-        let mut extended = Column::default();
-        extended.push(7);
-        extended.extend_from_slice(&values[1..10]);
-        extended.extend_from_slice(&values[10..CHUNK + 3]);
-        extended.extend_from_slice(&values[CHUNK + 3..]);
-        extended.set(0, 0);
-        assert!(extended.iter().eq(pushed.iter()));
-        assert_eq!(extended.len(), pushed.len());
-    }
-
-    #[test]
-    fn a_column_holds_values_across_chunks() {
-        let mut c = Column::default();
-        (0..(2 * CHUNK + 3) as u64).for_each(|v| c.push(v));
-        assert_eq!(c.len(), 2 * CHUNK + 3);
-        assert_eq!(c.get(CHUNK), Some(&(CHUNK as u64)));
-        assert_eq!(c.get(2 * CHUNK + 3), None);
-        assert!(c.iter().copied().eq(0..(2 * CHUNK + 3) as u64));
-        // A clone shares the chunks and keeps its values when the original changes.
-        let snapshot = c.clone();
-        assert!(Arc::ptr_eq(&c.chunks[0], &snapshot.chunks[0]));
-        c.push(7);
-        if let Some(v) = c.get_mut(1) {
-            *v = 99;
+    fn a_spilled_table_reads_back_as_one_in_memory() {
+        let spill: Arc<dyn Spill> = Arc::new(crate::column::tests::MemSpill::default());
+        let (mut held, mut spilled) = (Launches::default(), Launches::default());
+        spilled.spill_to(&spill);
+        let n = 4 * CHUNK + 9;
+        for i in 0..n as u64 {
+            let l = Launch {
+                event: i as u32 * 2,
+                t_ns: 1_000 + i * 10,
+                dur_ns: if i % 1_000 == 7 { 5_000_000_000 } else { i % 9 },
+                executable_id: i % 5,
+                completion_tracked: i % 3 != 0,
+                failed: i % 11 == 0,
+            };
+            held.push(&l);
+            spilled.push(&l);
+            // Completions soon after, and now and then one of a launch long spilled.
+            for (t, k) in [(l.t_ns + 40, i), (20 * i, i / 3)] {
+                assert_eq!(held.complete(k as u32, t), spilled.complete(k as u32, t));
+            }
         }
-        assert!(snapshot.iter().copied().eq(0..(2 * CHUNK + 3) as u64));
-        assert_eq!(
-            (c.get(1), c.get(2 * CHUNK + 3), c.len()),
-            (Some(&99), Some(&7), 2 * CHUNK + 4)
+        assert!(spilled.iter().eq(held.iter()));
+        assert!(spilled.iter_rev().eq(held.iter_rev()));
+        assert!(
+            spilled
+                .iter_rev()
+                .eq(held.iter().collect::<Vec<_>>().into_iter().rev())
         );
-        // Only the chunks changed were copied.
-        assert!(Arc::ptr_eq(&c.chunks[1], &snapshot.chunks[1]));
-        assert!(!Arc::ptr_eq(&c.chunks[0], &snapshot.chunks[0]));
+        for i in [0, CHUNK + 1, n - 1, n] {
+            assert_eq!(spilled.get(i), held.get(i));
+        }
+        assert_eq!(spilled.to_raw(), held.to_raw());
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod breakdown;
 pub mod cache;
+pub mod column;
 pub mod describe;
 pub mod diff;
 pub mod digest;

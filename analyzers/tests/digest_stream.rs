@@ -8,7 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use tpuscope_analyzers::column::Spill;
 use tpuscope_analyzers::digest::{Digest, DigestBuilder, read_stream};
 use tpuscope_analyzers::report::{AnalysedRun, Input, Options, build, build_analysed};
 use tpuscope_analyzers::saved;
@@ -347,10 +349,101 @@ fn a_long_trace_read_on_all_cores_digests_as_one_pass() {
         let Ok(one_pass) = read_stream(TraceStream::open(&path).unwrap()) else {
             continue;
         };
-        let chunked = read_file_stream(TraceStream::open(&path).unwrap(), 3)
+        let chunked = read_file_stream(TraceStream::open(&path).unwrap(), 3, None)
             .unwrap_or_else(|e| panic!("{name}: one pass read it, chunks did not: {e}"));
         assert!(saved(&one_pass) == saved(&chunked), "{name}");
         compared += 1;
     }
     assert!(compared >= 8, "{compared} samples compared");
+}
+
+/// A long trace read with its old launches and batches out of memory, as `report` reads one,
+/// digests as one read in memory, byte for byte as the cache of reads writes them: 300 000
+/// launches on two threads whose completions come late, some much later (from spilled chunks),
+/// with a batch each.
+#[test]
+fn a_long_trace_read_spilling_digests_as_one_held_in_memory() {
+    use tpuscope_analyzers::digest::read_file_stream;
+    use tpuscope_core::Record;
+    use tpuscope_core::TraceWriter;
+    use tpuscope_core::event::{Direction, Execute, ExecuteComplete, Manifest, Transfer};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.tps");
+    let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut w = TraceWriter::new(file, &Manifest::default()).unwrap();
+    let n = 300_000u64;
+    let done = |seq: u64, t: u64| {
+        Record::ExecuteComplete(ExecuteComplete {
+            t_ns: t,
+            seq,
+            device_index: (seq % 2) as u32,
+            ..Default::default()
+        })
+    };
+    for i in 0..n {
+        let t = 1_000_000 + i * 5_000;
+        w.write(&Record::Execute(Execute {
+            t_ns: t,
+            dur_ns: 1_000 + i % 700,
+            executable_id: 0x1000 + i % 7,
+            num_devices: 1,
+            seq: i,
+            thread: 1 + (i % 2) as u32,
+            completion_tracked: true,
+            ..Default::default()
+        }))
+        .unwrap();
+        w.write(&Record::Transfer(Box::new(Transfer {
+            t_ns: t + 100,
+            direction: Direction::H2d as i32,
+            api: "PJRT_Client_BufferFromHostBuffer".into(),
+            bytes: 4096,
+            dtype: "f32".into(),
+            dims: vec![32, (i % 3) as i64 + 1],
+            ..Default::default()
+        })))
+        .unwrap();
+        if i >= 3 {
+            w.write(&done(i - 3, t + 1_200)).unwrap();
+        }
+        if i % 50_000 == 49_999 {
+            w.write(&done(i - 140_000.min(i), t + 1_500)).unwrap();
+        }
+    }
+    w.flush().unwrap();
+    drop(w);
+    let saved = |read: &[(Trace, Digest)]| {
+        let mut out = Vec::new();
+        saved::write(read.iter().map(|(t, d)| (t, d)), &mut out).unwrap();
+        out
+    };
+    let held = read_file_stream(TraceStream::open(&path).unwrap(), 2, None).unwrap();
+    let spill = Arc::new(BytesSpill::default());
+    let store: Arc<dyn Spill> = spill.clone();
+    let spilled = read_file_stream(TraceStream::open(&path).unwrap(), 2, Some(store)).unwrap();
+    let launches: usize = held.iter().map(|(_, d)| d.launches.len()).sum();
+    assert_eq!(launches, n as usize);
+    assert!(saved(&held) == saved(&spilled));
+    let out = spill.0.lock().unwrap().len();
+    assert!(
+        out > launches * 20,
+        "{out} bytes spilled of {launches} launches"
+    );
+}
+
+/// A spill in memory (`report`'s is a temporary file: cli/src/spill.rs).
+#[derive(Debug, Default)]
+struct BytesSpill(std::sync::Mutex<Vec<u8>>);
+
+impl Spill for BytesSpill {
+    fn put(&self, bytes: &[u8]) -> Option<u64> {
+        let mut all = self.0.lock().ok()?;
+        all.extend_from_slice(bytes);
+        Some((all.len() - bytes.len()) as u64)
+    }
+
+    fn get(&self, at: u64, buf: &mut [u8]) {
+        let all = self.0.lock().unwrap();
+        buf.copy_from_slice(&all[at as usize..at as usize + buf.len()]);
+    }
 }

@@ -17,6 +17,7 @@ mod output;
 mod ps;
 mod report_cmd;
 mod run;
+mod spill;
 mod summary;
 mod torch_logs;
 mod view_cmd;

@@ -3,8 +3,8 @@
 
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
+use tpuscope_analyzers::column::Column;
 use tpuscope_analyzers::digest::{Digest, DigestBuilder};
-use tpuscope_analyzers::launch_table::Column;
 
 use tpuscope_core::Trace;
 use tpuscope_core::event::{Direction, Record};
@@ -426,14 +426,14 @@ impl Spans {
                 }
             }
         }
-        self.dur.slices().for_each(|v| o.u32s(v));
+        self.dur.for_each_slice(|v| o.u32s(v));
         let mut kinds = Vec::new();
-        for k in self.kind.slices() {
+        self.kind.for_each_slice(|k| {
             kinds.clear();
             kinds.extend(k.iter().map(|&k| k as u8));
             o.bytes(&kinds);
-        }
-        self.event.slices().for_each(|v| o.u32s(v));
+        });
+        self.event.for_each_slice(|v| o.u32s(v));
         let mut wide: Vec<(u32, u64)> = self.wide.iter().map(|(&e, &d)| (e, d)).collect();
         wide.sort_unstable();
         o.u64(wide.len() as u64);
@@ -779,7 +779,7 @@ impl Spans {
 
     /// Spans of this lane whose record is `event` (usually one).
     pub fn find_event(&self, event: u32) -> Option<usize> {
-        self.event.iter().position(|&e| e == event)
+        self.event.iter().position(|e| e == event)
     }
 
     /// The span of record `event` among those that start at `start`: found by bisection, not
