@@ -203,6 +203,14 @@ pub struct Digest {
 }
 
 impl Digest {
+    /// Sends the old chunks of the launches and batches to `store` from now on (see
+    /// [`crate::column`]).
+    pub(crate) fn spill_to(&mut self, store: &Arc<dyn Spill>) {
+        self.launches.spill_to(store);
+        self.batch_t.spill_to(Arc::clone(store));
+        self.batch_shape.spill_to(Arc::clone(store));
+    }
+
     /// `r`, a record of this run read back on its own, as the analyses read it: `None` when
     /// it is read as it is (see [`crate::executable_ids`]).
     pub fn as_analysed(&self, r: &Record) -> Option<Record> {
@@ -360,9 +368,7 @@ impl DigestBuilder {
     /// rest in `store` (see [`crate::column`]): what `report` holds of a long trace.
     pub fn spilling(store: &Arc<dyn Spill>) -> DigestBuilder {
         let mut b = DigestBuilder::default();
-        b.d.launches.spill_to(store);
-        b.d.batch_t.spill_to(Arc::clone(store));
-        b.d.batch_shape.spill_to(Arc::clone(store));
+        b.d.spill_to(store);
         b
     }
 

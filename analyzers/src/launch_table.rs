@@ -263,10 +263,14 @@ impl Launches {
         out
     }
 
-    /// What [`Launches::write_raw`] wrote; `None` for other bytes.
-    pub(crate) fn from_raw(b: &[u8]) -> Option<Launches> {
+    /// What [`Launches::write_raw`] wrote; `None` for other bytes. Its old chunks go to
+    /// `spill` where one is given ([`Launches::spill_to`]).
+    pub(crate) fn from_raw(b: &[u8], spill: Option<&Arc<dyn Spill>>) -> Option<Launches> {
         let mut r = Raw { b };
         let mut t = Launches::default();
+        if let Some(s) = spill {
+            t.spill_to(s);
+        }
         let n = r.len()?;
         for piece in r.take(n.checked_mul(8)?)?.chunks(CHUNK * 8) {
             let times = Raw { b: piece }.u64s(piece.len() / 8)?;
@@ -406,11 +410,11 @@ mod tests {
         );
         // Saved as it lies and read back: every value, the side tables' too.
         let raw = t.to_raw();
-        let back = Launches::from_raw(&raw).expect("reads back");
+        let back = Launches::from_raw(&raw, None).expect("reads back");
         assert!(back.iter().eq(t.iter()));
         assert_eq!(back.to_raw(), raw);
         assert_eq!(raw.len(), t.raw_len());
-        assert!(Launches::from_raw(&raw[..raw.len() - 1]).is_none());
+        assert!(Launches::from_raw(&raw[..raw.len() - 1], None).is_none());
     }
 
     #[test]
@@ -467,5 +471,8 @@ mod tests {
             assert_eq!(spilled.get(i), held.get(i));
         }
         assert_eq!(spilled.to_raw(), held.to_raw());
+        // Read back from its saved bytes into a spill: the same again.
+        let back = Launches::from_raw(&held.to_raw(), Some(&spill)).expect("reads back");
+        assert!(back.iter().eq(held.iter()));
     }
 }

@@ -17,6 +17,9 @@ use tpuscope_core::Trace;
 use tpuscope_core::event::{Blob, Client, End, Manifest, Record, RecordKind, Segment, StackDef};
 use tpuscope_core::reader::{Completeness, Damage, Header};
 
+use std::sync::Arc;
+
+use crate::column::Spill;
 use crate::digest::Digest;
 use crate::hbm::{MemorySample, MemorySeries};
 
@@ -69,7 +72,9 @@ pub fn run_bytes(t: &Trace, d: &Digest) -> Vec<u8> {
 }
 
 /// What [`write`] wrote; `None` for any other bytes (another version, a cut or changed file).
-pub fn decode(bytes: &[u8]) -> Option<Vec<(Trace, Digest)>> {
+/// The digests' old launches and batches go to `spill` where one is given (as when a trace is
+/// read: [`crate::digest::DigestBuilder::spilling`]).
+pub fn decode(bytes: &[u8], spill: Option<&Arc<dyn Spill>>) -> Option<Vec<(Trace, Digest)>> {
     let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
     if xxhash_rust::xxh3::xxh3_64(body).to_le_bytes() != *sum {
         return None;
@@ -80,7 +85,7 @@ pub fn decode(bytes: &[u8]) -> Option<Vec<(Trace, Digest)>> {
         .map(|p| {
             let at = usize::try_from(p.at.start).ok()?..usize::try_from(p.at.end).ok()?;
             // The sum of the whole covered these bytes: not summed again.
-            read_part(bytes.get(at)?)
+            read_part(bytes.get(at)?, spill)
         })
         .collect()
 }
@@ -144,19 +149,24 @@ pub fn index(
     Some(parts)
 }
 
-/// One read of [`index`], from its bytes; `None` unless they are the ones written.
-pub fn decode_part(bytes: &[u8], sum: u64) -> Option<(Trace, Digest)> {
+/// One read of [`index`], from its bytes; `None` unless they are the ones written. `spill` as
+/// [`decode`]'s.
+pub fn decode_part(
+    bytes: &[u8],
+    sum: u64,
+    spill: Option<&Arc<dyn Spill>>,
+) -> Option<(Trace, Digest)> {
     if xxhash_rust::xxh3::xxh3_64(bytes) != sum {
         return None;
     }
-    read_part(bytes)
+    read_part(bytes, spill)
 }
 
 /// One read from bytes already checked.
-fn read_part(bytes: &[u8]) -> Option<(Trace, Digest)> {
+fn read_part(bytes: &[u8], spill: Option<&Arc<dyn Spill>>) -> Option<(Trace, Digest)> {
     let mut d = Dec { b: bytes };
     let t = read_trace(&mut d)?;
-    let g = read_digest(&mut d)?;
+    let g = read_digest(&mut d, spill)?;
     d.b.is_empty().then_some((t, g))
 }
 
@@ -371,15 +381,18 @@ fn digest<W: std::io::Write>(e: &mut Enc<W>, d: &Digest) {
     }
 }
 
-fn read_digest(d: &mut Dec<'_>) -> Option<Digest> {
+fn read_digest(d: &mut Dec<'_>, spill: Option<&Arc<dyn Spill>>) -> Option<Digest> {
     let mut g = Digest::default();
+    if let Some(s) = spill {
+        g.spill_to(s);
+    }
     g.events = usize::try_from(d.u()?).ok()?;
     g.first_t = d.opt()?;
     g.last_t = d.opt()?;
     g.end_t = d.opt()?;
     g.last_t_in_file = d.opt()?;
 
-    g.launches = crate::launch_table::Launches::from_raw(d.bytes()?)?;
+    g.launches = crate::launch_table::Launches::from_raw(d.bytes()?, spill)?;
 
     let n = d.count()?;
     for _ in 0..n {

@@ -276,7 +276,8 @@ fn every_sample_reads_back_to_the_same_report() {
             continue;
         };
         let bytes = saved_bytes(&read);
-        let back = saved::decode(&bytes).unwrap_or_else(|| panic!("{name}: did not read back"));
+        let back =
+            saved::decode(&bytes, None).unwrap_or_else(|| panic!("{name}: did not read back"));
         assert_eq!(back.len(), read.len(), "{name}");
         let (a, b) = (report_of_reads(&name, &back), report_of_reads(&name, &read));
         if let Some((x, y)) = a.lines().zip(b.lines()).find(|(x, y)| x != y) {
@@ -295,22 +296,22 @@ fn bytes_it_did_not_write_read_back_as_nothing() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample_traces/real/jax_lr.tps");
     let read = read_stream(TraceStream::open(&path).unwrap()).unwrap();
     let bytes = saved_bytes(&read);
-    assert!(saved::decode(&bytes).is_some());
+    assert!(saved::decode(&bytes, None).is_some());
     // Every cut, and a changed byte at many places: the sum or a length catches it.
     for n in (0..bytes.len()).step_by(97) {
-        assert!(saved::decode(&bytes[..n]).is_none(), "cut at {n}");
+        assert!(saved::decode(&bytes[..n], None).is_none(), "cut at {n}");
     }
     for at in (0..bytes.len()).step_by(101) {
         let mut b = bytes.clone();
         b[at] ^= 0x40;
-        assert!(saved::decode(&b).is_none(), "byte {at} changed");
+        assert!(saved::decode(&b, None).is_none(), "byte {at} changed");
     }
     // Another version, its sum right: not read.
     let mut b = bytes[..bytes.len() - 8].to_vec();
     b[0] = 99;
     let sum = xxhash_rust::xxh3::xxh3_64(&b);
     b.extend_from_slice(&sum.to_le_bytes());
-    assert!(saved::decode(&b).is_none());
+    assert!(saved::decode(&b, None).is_none());
 }
 
 /// A long file read in chunks on several threads (`read_file_stream`, as `report` reads one)

@@ -90,7 +90,7 @@ pub(crate) fn decode(
     let mut reads = vec![0u8; usize::try_from(reads_len).ok()?];
     src.read_exact(&mut reads).ok()?;
     let (reads, kept) = std::thread::scope(|s| {
-        let reads = s.spawn(move || tpuscope_analyzers::saved::decode(&reads));
+        let reads = s.spawn(move || tpuscope_analyzers::saved::decode(&reads, None));
         let mut d = In::new(&mut *src, lanes_len);
         let kept = lanes_of(&mut d).filter(|_| d.sum_matches());
         (reads.join().ok().flatten(), kept)
