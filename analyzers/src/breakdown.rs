@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
+use crate::column::Column;
 use crate::digest::{Digest, merged, merged_sorted};
 use crate::phases::Phase;
 use crate::steps::Steps;
@@ -524,34 +525,36 @@ pub(crate) fn split_run(
     // A step usually starts where the one before ended: the layers' lengths there are found once.
     let mut at_end: Option<(u64, [u64; 5])> = None;
     let mut hints = [0; 5];
-    let step_splits: Vec<StepSplit> = steps
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let at_start = match at_end {
-                Some((t, u)) if t == s.start_ns => u,
-                _ => layers.uptos(s.start_ns, &mut hints),
-            };
-            let at_stop = layers.uptos(s.end_ns, &mut hints);
-            at_end = Some((s.end_ns, at_stop));
-            StepSplit {
-                number: s.number,
-                t_ms: s.start_ns.saturating_sub(start) as f64 / 1e6,
-                steady: i >= first_steady,
-                split: layers.split_between(s.start_ns, s.end_ns, &at_start, &at_stop),
-            }
-        })
-        .collect();
-    let mut steady_ms: Vec<f64> = step_splits
-        .iter()
+    // Every step's split, as plain rows: a long run's leave memory with the digest's old
+    // launches (only the first, the last and the slow ones are kept, `kept_splits`).
+    let mut rows: Column<SplitRow> = Column::default();
+    if let Some(spill) = d.spill() {
+        rows.spill_to(spill);
+    }
+    for (i, s) in steps.steps.iter().enumerate() {
+        let at_start = match at_end {
+            Some((t, u)) if t == s.start_ns => u,
+            _ => layers.uptos(s.start_ns, &mut hints),
+        };
+        let at_stop = layers.uptos(s.end_ns, &mut hints);
+        at_end = Some((s.end_ns, at_stop));
+        rows.push(SplitRow::of(&StepSplit {
+            number: s.number,
+            t_ms: s.start_ns.saturating_sub(start) as f64 / 1e6,
+            steady: i >= first_steady,
+            split: layers.split_between(s.start_ns, s.end_ns, &at_start, &at_stop),
+        }));
+    }
+    let splits = || rows.iter().map(|r| r.split());
+    let mut steady_ms: Vec<f64> = splits()
         .filter(|s| s.steady)
         .map(|s| s.split.wall_ms)
         .collect();
     steady_ms.sort_by(f64::total_cmp);
     let step_time = percentiles(&steady_ms);
-    let slow_steps = slow_steps(d, steps, &step_splits, step_time);
-    let (step_splits, steps_left_out) = kept_splits(step_splits, &slow_steps);
+    drop(steady_ms);
+    let slow_steps = slow_steps(d, steps, splits, step_time);
+    let (step_splits, steps_left_out) = kept_splits(splits, rows.len(), &slow_steps);
     let (steps_per_s, batch) = throughput();
     RunBreakdown {
         run,
@@ -568,14 +571,17 @@ pub(crate) fn split_run(
     }
 }
 
-/// The splits a run keeps (see [`RunBreakdown::steps`]) and how many it leaves out.
-fn kept_splits(splits: Vec<StepSplit>, slow: &[SlowStep]) -> (Vec<StepSplit>, u64) {
-    let n = splits.len();
+/// The splits a run keeps (see [`RunBreakdown::steps`]) and how many it leaves out, of the `n`
+/// that `splits` gives.
+fn kept_splits<I: Iterator<Item = StepSplit>>(
+    splits: impl Fn() -> I,
+    n: usize,
+    slow: &[SlowStep],
+) -> (Vec<StepSplit>, u64) {
     if n <= KEPT_FIRST_STEPS + KEPT_LAST_STEPS {
-        return (splits, 0);
+        return (splits().collect(), 0);
     }
-    let mut kept: Vec<StepSplit> = splits
-        .into_iter()
+    let kept: Vec<StepSplit> = splits()
         .enumerate()
         .filter(|(i, s)| {
             *i < KEPT_FIRST_STEPS
@@ -584,10 +590,65 @@ fn kept_splits(splits: Vec<StepSplit>, slow: &[SlowStep]) -> (Vec<StepSplit>, u6
         })
         .map(|(_, s)| s)
         .collect();
-    // Collected in place: the buffer of every step's split, most of it left out.
-    kept.shrink_to_fit();
     let left_out = (n - kept.len()) as u64;
     (kept, left_out)
+}
+
+/// A [`StepSplit`] as plain values, for a [`Column`] (which can leave memory).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct SplitRow {
+    t_ms: f64,
+    /// [`TimeSplit`]'s fields, in order.
+    split: [f64; 7],
+    number: u32,
+    steady: u32,
+}
+
+impl SplitRow {
+    fn of(s: &StepSplit) -> SplitRow {
+        let t = &s.split;
+        SplitRow {
+            t_ms: s.t_ms,
+            split: [
+                t.wall_ms,
+                t.compiling_ms,
+                t.blocked_ms,
+                t.device_busy_ms,
+                t.host_bound_ms,
+                t.untimed_ms,
+                t.blocked_on_device_ms,
+            ],
+            number: s.number,
+            steady: u32::from(s.steady),
+        }
+    }
+
+    fn split(&self) -> StepSplit {
+        let [
+            wall_ms,
+            compiling_ms,
+            blocked_ms,
+            device_busy_ms,
+            host_bound_ms,
+            untimed_ms,
+            blocked_on_device_ms,
+        ] = self.split;
+        StepSplit {
+            number: self.number,
+            t_ms: self.t_ms,
+            steady: self.steady != 0,
+            split: TimeSplit {
+                wall_ms,
+                compiling_ms,
+                blocked_ms,
+                device_busy_ms,
+                host_bound_ms,
+                untimed_ms,
+                blocked_on_device_ms,
+            },
+        }
+    }
 }
 
 /// A set of step indices, as bits.
@@ -767,19 +828,18 @@ fn percentiles(sorted: &[f64]) -> Option<Percentiles> {
 /// Steady steps of at least twice the median steady step (and 1 ms longer: a 50 µs step twice
 /// as long is noise, not news), slowest first, at most ten, each with the category that grew
 /// most against the median step's split. Warm-up steps are slow by design (they compile).
-fn slow_steps(
+fn slow_steps<I: Iterator<Item = StepSplit>>(
     d: &Digest,
     steps: &Steps,
-    splits: &[StepSplit],
+    splits: impl Fn() -> I,
     time: Option<Percentiles>,
 ) -> Vec<SlowStep> {
     let Some(median) = time.map(|t| t.p50_ms).filter(|m| *m > 0.0) else {
         return Vec::new();
     };
     // The typical split: each category's median over the steady steps.
-    let typical: Vec<(Category, f64)> = typical_step(splits);
-    let mut out: Vec<(SlowStep, (u64, u64))> = splits
-        .iter()
+    let typical: Vec<(Category, f64)> = typical_of(&splits);
+    let mut out: Vec<(SlowStep, (u64, u64))> = splits()
         .zip(&steps.steps)
         .filter(|(s, _)| s.steady && s.split.wall_ms >= (2.0 * median).max(median + 1.0))
         .map(|(s, step)| {
@@ -833,9 +893,14 @@ fn compiles_in_order(d: &Digest) -> Vec<(u64, u64, u64, &str)> {
 
 /// Each category's median over the steady steps: what a typical step is made of.
 pub fn typical_step(splits: &[StepSplit]) -> Vec<(Category, f64)> {
+    typical_of(&|| splits.iter().cloned())
+}
+
+/// [`typical_step`] of the splits `splits` gives, walked once per category (a long run's
+/// splits are not all held: one category's values at a time).
+fn typical_of<I: Iterator<Item = StepSplit>>(splits: &impl Fn() -> I) -> Vec<(Category, f64)> {
     let median = |c: Category| {
-        let mut v: Vec<f64> = splits
-            .iter()
+        let mut v: Vec<f64> = splits()
             .filter(|s| s.steady)
             .map(|s| s.split.get(c))
             .collect();

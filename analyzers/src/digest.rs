@@ -200,15 +200,24 @@ pub struct Digest {
     /// are not kept, so they are counted here (the summary `tpuscope run` prints).
     pub transfers_h2d: u64,
     pub transfers_d2h: u64,
+    /// Where old launches and batches went ([`Digest::spill_to`]).
+    spill: Option<Arc<dyn Spill>>,
 }
 
 impl Digest {
     /// Sends the old chunks of the launches and batches to `store` from now on (see
     /// [`crate::column`]).
     pub(crate) fn spill_to(&mut self, store: &Arc<dyn Spill>) {
+        self.spill = Some(Arc::clone(store));
         self.launches.spill_to(store);
         self.batch_t.spill_to(Arc::clone(store));
         self.batch_shape.spill_to(Arc::clone(store));
+    }
+
+    /// Where the analyses of this digest may send what they make per step or per launch
+    /// (see [`crate::column`]): the digest's own spill, when it has one.
+    pub(crate) fn spill(&self) -> Option<Arc<dyn Spill>> {
+        self.spill.clone()
     }
 
     /// `r`, a record of this run read back on its own, as the analyses read it: `None` when
