@@ -23,7 +23,7 @@ use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
 use crate::column::Column;
-use crate::digest::{Digest, merged, merged_sorted};
+use crate::digest::{Digest, UnionOf, merged, merged_sorted};
 use crate::phases::Phase;
 use crate::steps::Steps;
 use crate::syncs::SyncView;
@@ -334,16 +334,21 @@ struct Layers {
 }
 
 impl Layers {
-    /// `busy`: sorted and disjoint (see [`merged`]).
-    fn new(compiling: Union, blocked: Union, busy: Vec<(u64, u64)>, timed: bool) -> Layers {
-        let blocked_busy = Union::new(intersect(&blocked.spans, &busy));
+    /// `busy`: each device's busy spans, sorted and disjoint (see [`merged`]); their union is
+    /// walked, never held (a span per busy period of any device).
+    fn new(compiling: Union, blocked: Union, busy: &[&[(u64, u64)]], timed: bool) -> Layers {
+        let blocked_busy = Union::new(intersect(&blocked.spans, UnionOf::new(busy)));
         let upto_blocked = Union::of(&[&compiling, &blocked]);
-        // Busy is a span per busy period of any device: both sorted, walked in step.
-        let upto_busy = Union::sorted(merged_sorted(&[&busy, &upto_blocked.spans]));
+        let mut lists = busy.to_vec();
+        lists.push(&upto_blocked.spans);
+        let upto_busy = Union::sorted(merged_sorted(&lists));
         Layers {
             upto_busy,
             upto_blocked,
-            blocked_busy_compiling: Union::new(intersect(&blocked_busy.spans, &compiling.spans)),
+            blocked_busy_compiling: Union::new(intersect(
+                &blocked_busy.spans,
+                compiling.spans.iter().copied(),
+            )),
             blocked_busy,
             compiling,
             timed,
@@ -404,20 +409,21 @@ impl Layers {
     }
 }
 
-/// The intersection of two sorted disjoint interval lists.
-fn intersect(x: &[(u64, u64)], y: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let (mut i, mut j) = (0, 0);
+/// The intersection of two sorted disjoint interval lists (the second walked once).
+fn intersect(x: &[(u64, u64)], y: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
-    while i < x.len() && j < y.len() {
-        let a = x[i].0.max(y[j].0);
-        let b = x[i].1.min(y[j].1);
+    let mut y = y.into_iter().peekable();
+    let mut i = 0;
+    while let (Some(&xs), Some(&ys)) = (x.get(i), y.peek()) {
+        let a = xs.0.max(ys.0);
+        let b = xs.1.min(ys.1);
         if a < b {
             out.push((a, b));
         }
-        if x[i].1 < y[j].1 {
+        if xs.1 < ys.1 {
             i += 1;
         } else {
-            j += 1;
+            y.next();
         }
     }
     out
@@ -498,8 +504,7 @@ pub(crate) fn split_run(
     let compiling = Union::new(compiling);
     let blocked = Union::new(blocked);
     let per_device: Vec<&[(u64, u64)]> = d.device_busy.iter().map(Vec::as_slice).collect();
-    let busy = merged_sorted(&per_device);
-    let layers = Layers::new(compiling, blocked, busy, timing.complete());
+    let layers = Layers::new(compiling, blocked, &per_device, timing.complete());
     let total = layers.split(start, end);
     let phases = steps.phases.map_or_else(Vec::new, |p| {
         [
@@ -709,8 +714,7 @@ fn batch(d: &Digest, steps: &Steps) -> Option<Batch> {
     }
     // Per shape, the steady steps it was sent in, as bits: a few shapes, each a bit a step.
     let mut seen: Vec<StepSet> = Vec::new();
-    let bounds: Vec<(u64, u64)> = steady.iter().map(|s| (s.start_ns, s.end_ns)).collect();
-    let mut step_of = crate::steps::StepOf::new(&bounds);
+    let mut step_of = crate::steps::StepOf::new(steady);
     for (t, shape) in d.batches().chain(failed) {
         if t < first {
             continue;
@@ -1014,7 +1018,7 @@ mod tests {
         // compiling [0,10), blocked [5,20), busy [15,40), window [0,50).
         let c = Union::new(vec![(0, 10)]);
         let b = Union::new(vec![(5, 20)]);
-        let l = Layers::new(c, b, merged(vec![(15, 40)]), true);
+        let l = Layers::new(c, b, &[&merged(vec![(15, 40)])], true);
         let s = l.split(0, 50);
         let ns = |ms: f64| (ms * 1e6).round() as u64;
         assert_eq!(ns(s.compiling_ms), 10);

@@ -647,61 +647,70 @@ impl SpanUnion {
 }
 
 /// [`merged`] of the spans of several lists that are each sorted by start (as `merged` leaves
-/// them): walked in step, in time order, rather than gathered and sorted again (a long run's
-/// devices have millions of busy spans).
+/// them): [`UnionOf`], gathered.
 pub(crate) fn merged_sorted(lists: &[&[(u64, u64)]]) -> Vec<(u64, u64)> {
-    use std::cmp::Reverse;
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(lists.iter().map(|l| l.len()).sum());
-    let push = |out: &mut Vec<(u64, u64)>, s: (u64, u64)| {
-        if s.1 <= s.0 {
-            return;
-        }
-        match out.last_mut() {
-            Some(kept) if s.0 <= kept.1 => kept.1 = kept.1.max(s.1),
-            _ => out.push(s),
-        }
-    };
-    // One or two lists (a device, or busy and blocked time): walked side by side.
-    if lists.len() <= 2 {
-        let (a, b) = (lists.first().copied(), lists.get(1).copied());
-        let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());
-        let (mut i, mut j) = (0, 0);
-        loop {
-            let s = match (a.get(i), b.get(j)) {
-                (Some(&x), Some(&y)) if y < x => {
-                    j += 1;
-                    y
-                }
-                (Some(&x), _) => {
-                    i += 1;
-                    x
-                }
-                (None, Some(&y)) => {
-                    j += 1;
-                    y
-                }
-                (None, None) => break,
-            };
-            push(&mut out, s);
-        }
-        out.shrink_to_fit();
-        return out;
-    }
-    // The next span of each list, earliest first: (span, list, place in it).
-    type Head = Reverse<((u64, u64), usize, usize)>;
-    let mut heads: std::collections::BinaryHeap<Head> = lists
-        .iter()
-        .enumerate()
-        .filter_map(|(k, l)| l.first().map(|&s| Reverse((s, k, 0))))
-        .collect();
-    while let Some(Reverse((s, k, i))) = heads.pop() {
-        if let Some(&next) = lists.get(k).and_then(|l| l.get(i + 1)) {
-            heads.push(Reverse((next, k, i + 1)));
-        }
-        push(&mut out, s);
-    }
+    out.extend(UnionOf::new(lists));
     out.shrink_to_fit();
     out
+}
+
+/// [`merged`] of the spans of several lists that are each sorted by start, a span at a time:
+/// walked in step, in time order, never gathered nor sorted again (a long run's devices have
+/// millions of busy spans; their union is measured against others without being held).
+pub(crate) struct UnionOf<'a> {
+    /// Each list's spans not yet taken.
+    rest: Vec<&'a [(u64, u64)]>,
+    /// The span being grown: the next one out.
+    open: Option<(u64, u64)>,
+}
+
+impl<'a> UnionOf<'a> {
+    pub(crate) fn new(lists: &[&'a [(u64, u64)]]) -> UnionOf<'a> {
+        UnionOf {
+            rest: lists.to_vec(),
+            open: None,
+        }
+    }
+
+    /// The earliest span left of any list, taken (the lists are a host's devices and a few
+    /// more: a scan of their heads costs less than a heap's upkeep).
+    fn take_first(&mut self) -> Option<(u64, u64)> {
+        let mut first: Option<(usize, (u64, u64))> = None;
+        for (k, l) in self.rest.iter().enumerate() {
+            if let Some(&s) = l.first()
+                && first.is_none_or(|(_, f)| s < f)
+            {
+                first = Some((k, s));
+            }
+        }
+        let (k, s) = first?;
+        if let Some(l) = self.rest.get_mut(k) {
+            *l = l.get(1..).unwrap_or_default();
+        }
+        Some(s)
+    }
+}
+
+impl Iterator for UnionOf<'_> {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        while let Some(s) = self.take_first() {
+            if s.1 <= s.0 {
+                continue;
+            }
+            match &mut self.open {
+                Some(open) if s.0 <= open.1 => open.1 = open.1.max(s.1),
+                open => {
+                    if let Some(done) = open.replace(s) {
+                        return Some(done);
+                    }
+                }
+            }
+        }
+        self.open.take()
+    }
 }
 
 /// Spans sorted, overlapping and touching ones merged, empty ones dropped; in place: a long

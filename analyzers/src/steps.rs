@@ -489,38 +489,57 @@ pub fn steps(trace: &Trace, d: &Digest, sync_times: &[(u64, u64)]) -> Steps {
 
 /// The step holding a time, for times that mostly come in order (a run's launches): the step
 /// of the last time asked or the next one, else found by bisection.
-pub(crate) struct StepOf<'a> {
+pub(crate) struct StepOf<'a, B> {
     /// Sorted and disjoint.
-    bounds: &'a [(u64, u64)],
+    bounds: &'a [B],
     /// Where the last time asked fell: the first step ending after it.
     at: usize,
 }
 
-impl<'a> StepOf<'a> {
-    /// Over steps' (start, end), sorted and disjoint.
-    pub(crate) fn new(bounds: &'a [(u64, u64)]) -> StepOf<'a> {
+/// What [`StepOf`] reads of a step: its start and end.
+pub(crate) trait Bounds {
+    fn bounds(&self) -> (u64, u64);
+}
+
+impl Bounds for (u64, u64) {
+    fn bounds(&self) -> (u64, u64) {
+        *self
+    }
+}
+
+impl Bounds for Step {
+    fn bounds(&self) -> (u64, u64) {
+        (self.start_ns, self.end_ns)
+    }
+}
+
+impl<'a, B: Bounds> StepOf<'a, B> {
+    /// Over steps' (start, end), sorted and disjoint (the steps themselves: their bounds are
+    /// not copied).
+    pub(crate) fn new(bounds: &'a [B]) -> StepOf<'a, B> {
         StepOf { bounds, at: 0 }
     }
 
     pub(crate) fn find(&mut self, t: u64) -> Option<usize> {
         let b = self.bounds;
+        let end = |s: &B| s.bounds().1;
         // Whether `i` is the first step that ends after `t`.
         let first_after = |i: usize| {
             i <= b.len()
                 && i.checked_sub(1)
                     .and_then(|p| b.get(p))
-                    .is_none_or(|s| s.1 <= t)
-                && b.get(i).is_none_or(|s| s.1 > t)
+                    .is_none_or(|s| end(s) <= t)
+                && b.get(i).is_none_or(|s| end(s) > t)
         };
         let i = if first_after(self.at) {
             self.at
         } else if first_after(self.at + 1) {
             self.at + 1
         } else {
-            b.partition_point(|s| s.1 <= t)
+            b.partition_point(|s| end(s) <= t)
         };
         self.at = i;
-        b.get(i).filter(|s| s.0 <= t).map(|_| i)
+        b.get(i).filter(|s| s.bounds().0 <= t).map(|_| i)
     }
 }
 
@@ -571,7 +590,7 @@ mod tests {
         for t in times {
             assert_eq!(s.find(t), bisect(t), "t = {t}");
         }
-        let mut none = StepOf::new(&[]);
+        let mut none = StepOf::<(u64, u64)>::new(&[]);
         assert_eq!(none.find(5), None);
     }
 
