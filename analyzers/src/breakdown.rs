@@ -23,10 +23,11 @@ use tpuscope_core::Trace;
 use tpuscope_core::event::Record;
 
 use crate::column::Column;
-use crate::digest::{Digest, UnionOf, merged, merged_sorted};
+use crate::digest::{Digest, UnionOf, merged};
 use crate::phases::Phase;
 use crate::steps::Steps;
 use crate::syncs::SyncView;
+use crate::union_walk::{Walk, WalkedUnion};
 
 /// One window of wall time split into its categories, in milliseconds; the categories add up
 /// to `wall_ms`.
@@ -273,6 +274,7 @@ impl Union {
     }
 
     /// Length of the union before `t`.
+    #[cfg(test)]
     fn upto(&self, t: u64) -> u64 {
         self.upto_at(t, self.spans.partition_point(|s| s.1 <= t))
     }
@@ -322,27 +324,37 @@ impl Union {
 }
 
 /// The intervals of one run, by category, ready to be measured over windows.
-struct Layers {
+struct Layers<'a> {
     compiling: Union,
     /// compiling ∪ blocked, compiling ∪ blocked ∪ busy: each category is a difference of two.
     upto_blocked: Union,
-    upto_busy: Union,
+    /// Walked from the devices' busy spans (the digest's) and `upto_blocked`, never held: a
+    /// span per busy period of any device.
+    busy: Vec<&'a [(u64, u64)]>,
+    upto_busy: WalkedUnion,
     /// blocked ∩ busy, and that ∩ compiling: blocked time on device work.
     blocked_busy: Union,
     blocked_busy_compiling: Union,
     timed: bool,
 }
 
-impl Layers {
-    /// `busy`: each device's busy spans, sorted and disjoint (see [`merged`]); their union is
-    /// walked, never held (a span per busy period of any device).
-    fn new(compiling: Union, blocked: Union, busy: &[&[(u64, u64)]], timed: bool) -> Layers {
+/// Where the searches of [`Layers::uptos`] ended last: the next start there, for times that
+/// mostly grow.
+struct Hints<'a> {
+    near: [usize; 4],
+    busy: Walk<'a>,
+}
+
+impl<'a> Layers<'a> {
+    /// `busy`: each device's busy spans, sorted and disjoint (see [`merged`]).
+    fn new(compiling: Union, blocked: Union, busy: &[&'a [(u64, u64)]], timed: bool) -> Self {
         let blocked_busy = Union::new(intersect(&blocked.spans, UnionOf::new(busy)));
         let upto_blocked = Union::of(&[&compiling, &blocked]);
         let mut lists = busy.to_vec();
         lists.push(&upto_blocked.spans);
-        let upto_busy = Union::sorted(merged_sorted(&lists));
+        let upto_busy = WalkedUnion::new(&lists);
         Layers {
+            busy: busy.to_vec(),
             upto_busy,
             upto_blocked,
             blocked_busy_compiling: Union::new(intersect(
@@ -355,30 +367,35 @@ impl Layers {
         }
     }
 
+    /// Searches that start at the beginning.
+    fn hints(&self) -> Hints<'_> {
+        let mut lists = self.busy.clone();
+        lists.push(&self.upto_blocked.spans);
+        Hints {
+            near: [0; 4],
+            busy: self.upto_busy.walk(&lists),
+        }
+    }
+
     /// Each layer's length before `t`, in the order [`Layers::split_between`] takes them; the
     /// searches start from `hints` (where the last ones ended), for times that mostly grow.
-    fn uptos(&self, t: u64, hints: &mut [usize; 5]) -> [u64; 5] {
-        let [h0, h1, h2, h3, h4] = hints;
+    fn uptos<'h>(&'h self, t: u64, hints: &mut Hints<'h>) -> [u64; 5] {
+        let [h0, h1, h3, h4] = &mut hints.near;
         [
             self.compiling.upto_near(t, h0),
             self.upto_blocked.upto_near(t, h1),
-            self.upto_busy.upto_near(t, h2),
+            self.upto_busy.upto(&mut hints.busy, t),
             self.blocked_busy.upto_near(t, h3),
             self.blocked_busy_compiling.upto_near(t, h4),
         ]
     }
 
     fn split(&self, a: u64, b: u64) -> TimeSplit {
-        let at = |t: u64| {
-            [
-                self.compiling.upto(t),
-                self.upto_blocked.upto(t),
-                self.upto_busy.upto(t),
-                self.blocked_busy.upto(t),
-                self.blocked_busy_compiling.upto(t),
-            ]
-        };
-        self.split_between(a, b, &at(a), &at(b))
+        // One walk from the mark before `a` on (a window that ends before it starts is empty).
+        let mut hints = self.hints();
+        let at_a = self.uptos(a.min(b), &mut hints);
+        let at_b = self.uptos(b, &mut hints);
+        self.split_between(a, b, &at_a, &at_b)
     }
 
     /// [`Layers::split`] from the layers' lengths before `a` and before `b` (steps that follow
@@ -529,7 +546,7 @@ pub(crate) fn split_run(
     let first_steady = steps.steps.len() - steps.steady().len();
     // A step usually starts where the one before ended: the layers' lengths there are found once.
     let mut at_end: Option<(u64, [u64; 5])> = None;
-    let mut hints = [0; 5];
+    let mut hints = layers.hints();
     // Every step's split, as plain rows: a long run's leave memory with the digest's old
     // launches (only the first, the last and the slow ones are kept, `kept_splits`).
     let mut rows: Column<SplitRow> = Column::default();
@@ -1018,7 +1035,8 @@ mod tests {
         // compiling [0,10), blocked [5,20), busy [15,40), window [0,50).
         let c = Union::new(vec![(0, 10)]);
         let b = Union::new(vec![(5, 20)]);
-        let l = Layers::new(c, b, &[&merged(vec![(15, 40)])], true);
+        let busy = merged(vec![(15, 40)]);
+        let l = Layers::new(c, b, &[&busy], true);
         let s = l.split(0, 50);
         let ns = |ms: f64| (ms * 1e6).round() as u64;
         assert_eq!(ns(s.compiling_ms), 10);

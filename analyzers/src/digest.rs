@@ -646,15 +646,6 @@ impl SpanUnion {
     }
 }
 
-/// [`merged`] of the spans of several lists that are each sorted by start (as `merged` leaves
-/// them): [`UnionOf`], gathered.
-pub(crate) fn merged_sorted(lists: &[&[(u64, u64)]]) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(lists.iter().map(|l| l.len()).sum());
-    out.extend(UnionOf::new(lists));
-    out.shrink_to_fit();
-    out
-}
-
 /// [`merged`] of the spans of several lists that are each sorted by start, a span at a time:
 /// walked in step, in time order, never gathered nor sorted again (a long run's devices have
 /// millions of busy spans; their union is measured against others without being held).
@@ -670,6 +661,33 @@ impl<'a> UnionOf<'a> {
         UnionOf {
             rest: lists.to_vec(),
             open: None,
+        }
+    }
+
+    /// Where the walk of `lists` (those it was made of) is: the span being grown and how many
+    /// spans of each list were taken, for [`UnionOf::resume`].
+    pub(crate) fn state(&self, lists: &[&[(u64, u64)]]) -> (Option<(u64, u64)>, Vec<usize>) {
+        let taken = lists
+            .iter()
+            .zip(&self.rest)
+            .map(|(l, r)| l.len() - r.len())
+            .collect();
+        (self.open, taken)
+    }
+
+    /// The walk of `lists` where [`UnionOf::state`] said it was.
+    pub(crate) fn resume(
+        lists: &[&'a [(u64, u64)]],
+        taken: &[usize],
+        open: Option<(u64, u64)>,
+    ) -> UnionOf<'a> {
+        UnionOf {
+            rest: lists
+                .iter()
+                .zip(taken)
+                .map(|(l, &n)| l.get(n..).unwrap_or_default())
+                .collect(),
+            open,
         }
     }
 
@@ -755,10 +773,14 @@ mod tests {
             for n in 1..=3 {
                 let refs: Vec<&[(u64, u64)]> = lists.iter().take(n).map(Vec::as_slice).collect();
                 let all: Vec<(u64, u64)> = lists.iter().take(n).flatten().copied().collect();
-                assert_eq!(merged_sorted(&refs), merged(all), "{lists:?}");
+                assert_eq!(
+                    UnionOf::new(&refs).collect::<Vec<_>>(),
+                    merged(all),
+                    "{lists:?}"
+                );
             }
         }
-        assert!(merged_sorted(&[]).is_empty());
+        assert!(UnionOf::new(&[]).next().is_none());
     }
 
     fn launch(seq: u64, t_ns: u64) -> Record {

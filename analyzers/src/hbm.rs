@@ -137,6 +137,14 @@ impl SeriesFold {
     /// plugin reported any for that device, else the first other origin (by origin number) —
     /// the one rule every view follows (a run's is `Digest::memory`).
     pub fn series(&self, run: usize) -> Vec<MemorySeries> {
+        self.chosen()
+            .map(|s| MemorySeries { run, ..s.clone() })
+            .collect()
+    }
+
+    /// [`SeriesFold::series`], as they are folded (their run is 0): what a summary reads
+    /// without copying a long run's samples.
+    fn chosen(&self) -> impl Iterator<Item = &MemorySeries> {
         let mut out: BTreeMap<i32, &MemorySeries> = BTreeMap::new();
         for ((device, _), (s, _)) in &self.by_origin {
             match out.get(device) {
@@ -147,8 +155,6 @@ impl SeriesFold {
             }
         }
         out.into_values()
-            .map(|s| MemorySeries { run, ..s.clone() })
-            .collect()
     }
 
     /// Each device's bytes in use at its last sample (of any origin) before the `event`-th
@@ -175,22 +181,21 @@ impl SeriesFold {
 /// The device memory of a run, per device (the allocator's numbers when there are any).
 pub fn devices(d: &Digest, run: usize, steps: &Steps) -> Vec<DeviceMemory> {
     d.memory
-        .series(run)
-        .into_iter()
-        .map(|s| summarize(&s, steps))
+        .chosen()
+        .map(|s| summarize(s, run, steps))
         .collect()
 }
 
-fn summarize(s: &MemorySeries, steps: &Steps) -> DeviceMemory {
+fn summarize(s: &MemorySeries, run: usize, steps: &Steps) -> DeviceMemory {
     let samples = &s.samples;
     let peak = s.peak();
-    // The samples up to each step's end: steps come in time order, so the count walks on from
-    // the step before (searched afresh where a step ends earlier).
-    let (mut upto, mut end) = (0, 0);
-    let at_step_end: Vec<f64> = steps
-        .steps
-        .iter()
-        .filter_map(|st| {
+    // The last sample's value at each step's end, walked twice by the slope rather than held
+    // (a long run has millions of steps). The samples up to each step's end: steps come in
+    // time order, so the count walks on from the step before (searched afresh where a step
+    // ends earlier).
+    let at_step_end = || {
+        let (mut upto, mut end) = (0, 0);
+        steps.steps.iter().filter_map(move |st| {
             if st.end_ns < end {
                 upto = samples.partition_point(|x| x.t_ns <= st.end_ns);
             }
@@ -200,9 +205,9 @@ fn summarize(s: &MemorySeries, steps: &Steps) -> DeviceMemory {
             }
             upto.checked_sub(1).map(|i| samples[i].peak as f64)
         })
-        .collect();
+    };
     DeviceMemory {
-        run: s.run,
+        run,
         device: s.device,
         origin: s.origin().to_string(),
         samples: samples.len() as u64,
@@ -211,20 +216,24 @@ fn summarize(s: &MemorySeries, steps: &Steps) -> DeviceMemory {
         in_use_bytes: samples.last().map_or(0, |x| x.in_use),
         limit_bytes: s.limit,
         peak_fraction: s.limit.map(|l| peak as f64 / l as f64),
-        growth_bytes_per_step: slope(&at_step_end),
+        growth_bytes_per_step: slope(at_step_end),
     }
 }
 
-/// Least-squares slope of equally spaced values (None for fewer than three).
-fn slope(v: &[f64]) -> Option<f64> {
-    if v.len() < 3 {
+/// Least-squares slope of equally spaced values (None for fewer than three), given twice:
+/// their mean first, then the sums.
+fn slope<I: Iterator<Item = f64>>(values: impl Fn() -> I) -> Option<f64> {
+    let mut count = 0usize;
+    // Summed as a slice of them was (`Sum`).
+    let total: f64 = values().inspect(|_| count += 1).sum();
+    if count < 3 {
         return None;
     }
-    let n = v.len() as f64;
+    let n = count as f64;
     let mean_x = (n - 1.0) / 2.0;
-    let mean_y = v.iter().sum::<f64>() / n;
+    let mean_y = total / n;
     let (mut num, mut den) = (0.0, 0.0);
-    for (i, y) in v.iter().enumerate() {
+    for (i, y) in values().enumerate() {
         let dx = i as f64 - mean_x;
         num += dx * (y - mean_y);
         den += dx * dx;

@@ -34,6 +34,7 @@ pub mod steps;
 pub mod suggest;
 pub mod syncs;
 pub mod torch_trace;
+mod union_walk;
 pub mod units;
 pub mod whatif;
 
