@@ -200,6 +200,10 @@ impl<T: Copy> Column<T> {
     /// The `i`-th value.
     pub fn get(&self, i: usize) -> Option<T> {
         let (c, j) = (i >> CHUNK_BITS, i & (CHUNK - 1));
+        // Most reads and changes are of the newest values (a launch's completions).
+        if c == self.chunks.len() {
+            return self.tail.get(j).copied();
+        }
         match self.chunks.get(c) {
             Some(Chunk::Held(values)) => values.get(j).copied(),
             Some(&Chunk::Spilled(at)) => {
@@ -242,6 +246,9 @@ impl<T: Copy> Column<T> {
     pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut T> {
         let (c, j) = (i >> CHUNK_BITS, i & (CHUNK - 1));
         let full = self.chunks.len();
+        if c == full {
+            return self.tail.get_mut(j);
+        }
         if c < full
             && let Some(Chunk::Spilled(at)) = self.chunks.get(c)
         {
