@@ -31,7 +31,18 @@ use crate::union_walk::{Walk, WalkedUnion};
 
 /// One window of wall time split into its categories, in milliseconds; the categories add up
 /// to `wall_ms`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[repr(C)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Serialize,
+    Deserialize,
+    bytemuck::Pod,
+    bytemuck::Zeroable,
+)]
 pub struct TimeSplit {
     pub wall_ms: f64,
     pub compiling_ms: f64,
@@ -621,54 +632,27 @@ fn kept_splits<I: Iterator<Item = StepSplit>>(
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct SplitRow {
     t_ms: f64,
-    /// [`TimeSplit`]'s fields, in order.
-    split: [f64; 7],
+    split: TimeSplit,
     number: u32,
     steady: u32,
 }
 
 impl SplitRow {
     fn of(s: &StepSplit) -> SplitRow {
-        let t = &s.split;
         SplitRow {
             t_ms: s.t_ms,
-            split: [
-                t.wall_ms,
-                t.compiling_ms,
-                t.blocked_ms,
-                t.device_busy_ms,
-                t.host_bound_ms,
-                t.untimed_ms,
-                t.blocked_on_device_ms,
-            ],
+            split: s.split,
             number: s.number,
             steady: u32::from(s.steady),
         }
     }
 
     fn split(&self) -> StepSplit {
-        let [
-            wall_ms,
-            compiling_ms,
-            blocked_ms,
-            device_busy_ms,
-            host_bound_ms,
-            untimed_ms,
-            blocked_on_device_ms,
-        ] = self.split;
         StepSplit {
             number: self.number,
             t_ms: self.t_ms,
             steady: self.steady != 0,
-            split: TimeSplit {
-                wall_ms,
-                compiling_ms,
-                blocked_ms,
-                device_busy_ms,
-                host_bound_ms,
-                untimed_ms,
-                blocked_on_device_ms,
-            },
+            split: self.split,
         }
     }
 }
