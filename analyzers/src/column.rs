@@ -21,9 +21,9 @@ pub trait Spill: Send + Sync + std::fmt::Debug {
     /// Keeps `bytes`; where they lie, or `None` when they could not be kept (the chunk then
     /// stays in memory).
     fn put(&self, bytes: &[u8]) -> Option<u64>;
-    /// Fills `buf` with the bytes kept from `at`. A spill that cannot read them back leaves
-    /// zeros and remembers why, for its owner to report once: a read that fails here has no
-    /// caller that could do better than the owner.
+    /// Fills `buf`, all of it, with the bytes kept from `at`. A spill that cannot must not
+    /// return: the values are needed and no walk over them can be told (`report`'s ends the
+    /// process with one line, before anything is written).
     fn get(&self, at: u64, buf: &mut [u8]);
 }
 
@@ -73,7 +73,8 @@ fn put_plain<T: bytemuck::Pod>(s: &dyn Spill, values: &[T]) -> Option<u64> {
 }
 
 fn get_plain<T: bytemuck::Pod>(s: &dyn Spill, at: u64, from: usize, n: usize, buf: &mut Vec<T>) {
-    buf.clear();
+    // Every value is overwritten: only a buffer that grows is filled first.
+    buf.truncate(n);
     buf.resize(n, T::zeroed());
     let offset = (from * std::mem::size_of::<T>()) as u64;
     s.get(at + offset, bytemuck::cast_slice_mut(buf));

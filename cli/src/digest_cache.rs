@@ -73,7 +73,7 @@ impl Entry {
 
     /// The trace's read from the cache, when one for this very file (and this binary) is there.
     pub(crate) fn load(&self) -> Option<Vec<(Trace, Digest)>> {
-        tpuscope_analyzers::saved::decode(&self.load_bytes()?, crate::spill::new().as_ref())
+        tpuscope_analyzers::saved::decode(&self.load_bytes()?, Some(&crate::spill::new()))
     }
 
     /// This very file's reads (and this binary's), when kept, as parts to read one at a time.
@@ -214,11 +214,8 @@ impl KeptParts {
             let mut bytes = vec![0u8; usize::try_from(p.at.end - p.at.start).ok()?];
             // Read at its place: the threads share the one file the stamp was checked on.
             self.file.read_exact_at(&mut bytes, p.at.start).ok()?;
-            let (t, d) = tpuscope_analyzers::saved::decode_part(
-                &bytes,
-                p.sum,
-                crate::spill::new().as_ref(),
-            )?;
+            let (t, d) =
+                tpuscope_analyzers::saved::decode_part(&bytes, p.sum, Some(&crate::spill::new()))?;
             drop(bytes);
             Some(then(i, t, d))
         })

@@ -302,7 +302,7 @@ fn read_uncached(path: &Path) -> Result<Vec<(tpuscope_core::Trace, Digest)>> {
     }
     let stream = tpuscope_core::TraceStream::open(path).map_err(read_error)?;
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    tpuscope_analyzers::digest::read_file_stream(stream, threads, crate::spill::new())
+    tpuscope_analyzers::digest::read_file_stream(stream, threads, Some(crate::spill::new()))
         .map_err(read_error)
 }
 
@@ -320,7 +320,7 @@ fn read_hosts<R: Send>(
         path,
         ranges,
         threads,
-        || crate::spill::new().map_or_else(DigestBuilder::default, |s| DigestBuilder::spilling(&s)),
+        || DigestBuilder::spilling(&crate::spill::new()),
         DigestBuilder::decodes,
         |b, r| b.push_skimmed(r),
         |i, t, b| {
